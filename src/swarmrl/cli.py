@@ -1,0 +1,190 @@
+"""`swarmrl` command line: pretrain, train, eval, demo, report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from swarmrl.config import Config, ConfigError, load_config
+
+REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+DEMO_CONFIG = "rlcr_arith.yaml"
+
+
+def resolve_config(name: str | None) -> Path | None:
+    """A path, or a preset name looked up in the repository's configs/ directory."""
+    if name is None:
+        return None
+    p = Path(name)
+    if p.exists():
+        return p
+    for cand in (REPO_CONFIGS / name, REPO_CONFIGS / f"{name}.yaml"):
+        if cand.exists():
+            return cand
+    raise ConfigError(f"config not found: {name} (looked in . and {REPO_CONFIGS})")
+
+
+def _policy_init(cfg: Config, log) -> Path:
+    from swarmrl.policy.warmstart import warm_start
+    return Path(cfg.model.name_or_path) if cfg.model.name_or_path else warm_start(cfg, log=log)
+
+
+def cmd_pretrain(args, console: Console) -> int:
+    from swarmrl.policy.warmstart import warm_start
+    cfg = load_config(resolve_config(args.config), args.overrides)
+    path = warm_start(cfg, log=console.print, force=args.force)
+    console.print(f"warm-started policy: {path}")
+    return 0
+
+
+def cmd_train(args, console: Console) -> int:
+    from swarmrl.rl.loop import train
+    if args.resume:
+        run = train(Config(), Path(args.resume), resume=True, log=console.print)
+    else:
+        if not args.out:
+            raise ConfigError("train needs --out DIR (or --resume DIR)")
+        cfg = load_config(resolve_config(args.config), args.overrides)
+        init = Path(args.init) if args.init else _policy_init(cfg, console.print)
+        run = train(cfg, Path(args.out), init_policy=init, log=console.print, overwrite=args.overwrite)
+    console.print(f"run: {run.path}  (metrics.jsonl, samples/, checkpoints/, plots/)")
+    return 0
+
+
+def cmd_eval(args, console: Console) -> int:
+    from swarmrl.config import config_from_dict
+    from swarmrl.rl.evaluate import evaluate
+    from swarmrl.rl.loop import load_trained_policy
+    import torch
+    policy, run_cfg = load_trained_policy(Path(args.checkpoint))
+    if args.config:
+        cfg = load_config(resolve_config(args.config), args.overrides)
+    else:
+        cfg = config_from_dict(run_cfg) if run_cfg else load_config(None, [])
+        if args.overrides:
+            from swarmrl.config import apply_overrides
+            cfg = config_from_dict(apply_overrides(cfg.to_dict(), args.overrides))
+    torch.set_num_threads(cfg.run.threads)
+    m = evaluate(cfg, policy, time_limit=args.time_limit, team_size=args.team_size,
+                 problems=args.problems, greedy=args.greedy)
+    _print_eval(console, m)
+    if args.json:
+        Path(args.json).write_text(json.dumps(m, indent=2))
+    return 0
+
+
+def _print_eval(console: Console, m: dict, title: str = "evaluation") -> None:
+    t = Table(title=title)
+    for k in ("score_mean", "time_limit", "team_size_cap", "team_size_mean", "useful_work", "latency_mean",
+              "messages_per_rollout", "expert_work_share", "accuracy", "invalid_actions", "problems"):
+        if k in m:
+            t.add_row(k, f"{m[k]:.4g}" if isinstance(m[k], float) else str(m[k]))
+    console.print(t)
+
+
+def cmd_demo(args, console: Console) -> int:
+    """Warm start -> evaluate -> RLCR training -> evaluate, on the embedded default."""
+    import torch
+    from swarmrl.policy.model import load_policy
+    from swarmrl.rl.evaluate import evaluate
+    from swarmrl.rl.loop import train
+    t0 = time.perf_counter()
+    cfg = load_config(resolve_config(args.config or DEMO_CONFIG), args.overrides)
+    torch.set_num_threads(cfg.run.threads)
+    console.rule("1/4 warm start (supervised, on scripted demonstrations of every strategy)")
+    init = _policy_init(cfg, console.print)
+    limit = cfg.eval.time_limit or cfg.time_limit.end
+    console.rule(f"2/4 evaluate the warm-started policy at the final time limit ({limit:g} s)")
+    before = evaluate(cfg, load_policy(init), time_limit=limit)
+    _print_eval(console, before, "warm start")
+    console.rule(f"3/4 RLCR training: {cfg.rl.steps} steps, deadline {cfg.time_limit.start:g} -> {cfg.time_limit.end:g} s")
+    run = train(cfg, Path(args.out), init_policy=init, log=console.print, overwrite=True)
+    console.rule("4/4 evaluate the trained policy at the same limit")
+    from swarmrl.rl.loop import load_trained_policy
+    after = evaluate(cfg, load_trained_policy(run.path)[0], time_limit=limit)
+    _print_eval(console, after, "after RLCR")
+    rows = run.read_metrics()
+    last = [r["score_mean"] for r in rows[-10:] if r.get("time_limit") == cfg.time_limit.end]
+    summary = {"time_limit": limit, "eval_before": before, "eval_after": after,
+               "score_before": before["score_mean"], "score_after": after["score_mean"],
+               "train_last10_score_at_final_limit": sum(last) / len(last) if last else None,
+               "wall_s": time.perf_counter() - t0}
+    (run.path / "demo_summary.json").write_text(json.dumps(summary, indent=2))
+    console.rule("done")
+    console.print(f"score at {limit:g} s: warm start {before['score_mean']:.3f} -> trained {after['score_mean']:.3f} "
+                  f"(team size {before['team_size_mean']:.2f} -> {after['team_size_mean']:.2f}, "
+                  f"messages/rollout {before['messages_per_rollout']:.1f} -> {after['messages_per_rollout']:.1f})")
+    console.print(f"run directory: {run.path}\nplots: {run.path / 'plots'}\n"
+                  f"summary: {run.path / 'demo_summary.json'}   wall time {summary['wall_s']:.0f} s")
+    return 0
+
+
+def cmd_report(args, console: Console) -> int:
+    from swarmrl.report.plots import plot_run
+    for p in plot_run(Path(args.run)):
+        console.print(str(p))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="swarmrl", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("pretrain", help="warm-start the tiny model on scripted demonstrations (cached)")
+    p.add_argument("config", nargs="?", default=DEMO_CONFIG)
+    p.add_argument("--force", action="store_true", help="retrain even if cached")
+    p.set_defaults(fn=cmd_pretrain)
+    p = sub.add_parser("train", help="RL training; writes a run directory")
+    p.add_argument("config", nargs="?", default=None)
+    p.add_argument("--out", help="run directory to create")
+    p.add_argument("--init", help="initial policy dir (default: the cached warm start, or model.name_or_path)")
+    p.add_argument("--resume", help="continue the run in this directory from its latest checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
+    p.set_defaults(fn=cmd_train)
+    p = sub.add_parser("eval", help="score a run / checkpoint / model dir on held-out problems")
+    p.add_argument("checkpoint")
+    p.add_argument("--config", help="config (default: the run's own)")
+    p.add_argument("--time-limit", type=float, default=None, help="deadline in simulated seconds")
+    p.add_argument("--team-size", type=int, default=None, help="largest team, CEO included")
+    p.add_argument("--problems", type=int, default=None)
+    p.add_argument("--greedy", action="store_true")
+    p.add_argument("--json", help="also write the metrics to this file")
+    p.set_defaults(fn=cmd_eval)
+    p = sub.add_parser("demo", help="warm start + RLCR training + evaluation on the embedded default")
+    p.add_argument("--config", default=None)
+    p.add_argument("--out", default="runs/demo")
+    p.set_defaults(fn=cmd_demo)
+    p = sub.add_parser("report", help="(re)draw a run's plots")
+    p.add_argument("run")
+    p.set_defaults(fn=cmd_report)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    # key=value overrides may appear anywhere after the command (argparse's intermixed
+    # parsing does not support subcommands, so they are collected from the leftovers).
+    args, extra = parser.parse_known_args(argv)
+    bad = [x for x in extra if "=" not in x or x.startswith("-")]
+    if bad:
+        parser.error(f"unrecognized arguments: {' '.join(bad)} (config overrides are key=value)")
+    args.overrides = extra
+    if getattr(args, "config", None) and "=" in args.config and not Path(args.config).exists():
+        args.overrides.insert(0, args.config)  # `swarmrl train rl.steps=2 ...`: no config file given
+        args.config = None
+    console = Console()
+    from swarmrl.runs.checkpoint import CheckpointError
+    try:
+        return args.fn(args, console)
+    except (ConfigError, CheckpointError, FileNotFoundError, FileExistsError, ValueError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

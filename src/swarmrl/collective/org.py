@@ -1,0 +1,75 @@
+"""The org: a CEO who hires and fires experts (RLCR: "a CEO can hire and fire up to 8").
+
+The team size is a decision the policy learns, so the org only enforces the rules:
+only the CEO hires and fires, at most `max_experts` experts are active at once, and names
+are never reused (a fired expert-2 stays fired, and the next hire is expert-3, so
+messages and logs can never be confused between the two).
+
+Errors are returned as "error: ..." text for the CEO's next observation, not raised:
+they come from model output (invariant 6).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_ROLE_RE = re.compile(r"[a-z][a-z0-9_]{0,23}")
+
+
+@dataclass
+class Org:
+    ceo: str = "ceo"
+    max_experts: int = 8
+    # Roles a hire may ask for. RLCR has one ("expert"); names are "<role>-<n>".
+    roles: tuple[str, ...] = ("expert",)
+    # State below is not a constructor argument: an org always starts with the CEO alone.
+    fired: set[str] = field(default_factory=set, init=False)
+    hired_total: int = field(default=0, init=False)
+    peak_size: int = field(default=1, init=False)  # largest size() so far, the CEO included
+    _experts: dict[str, str] = field(default_factory=dict, init=False)  # name -> role, hire order
+    _next_index: dict[str, int] = field(default_factory=dict, init=False)  # role -> last number used
+
+    def __post_init__(self) -> None:
+        bad = [r for r in self.roles if not _ROLE_RE.fullmatch(r)]
+        if bad or self.max_experts < 0:
+            raise ValueError(f"bad org settings: roles {bad}, max_experts {self.max_experts}")
+
+    def hire(self, by: str, role: str = "expert") -> tuple[str | None, str | None]:
+        """(new name, None), or (None, error text)."""
+        if by != self.ceo:
+            return None, "error: only the CEO can hire"
+        if role not in self.roles:
+            return None, f'error: unknown role "{role[:24]}" (roles: {", ".join(self.roles)})'
+        if self.size() - 1 >= self.max_experts:
+            return None, f"error: team is full (max {self.max_experts} experts)"
+        n = self._next_index.get(role, 0) + 1
+        self._next_index[role] = n
+        name = f"{role}-{n}"
+        self._experts[name] = role
+        self.hired_total += 1
+        self.peak_size = max(self.peak_size, self.size())
+        return name, None
+
+    def fire(self, by: str, who: str) -> str | None:
+        """None, or error text."""
+        if by != self.ceo:
+            return "error: only the CEO can fire"
+        if who not in self._experts or who in self.fired:
+            return f"error: no active expert named {who[:40]}"
+        self.fired.add(who)
+        return None
+
+    def is_active(self, name: str) -> bool:
+        return name == self.ceo or (name in self._experts and name not in self.fired)
+
+    def active(self) -> list[str]:
+        """The CEO first, then active experts in hire order."""
+        return [self.ceo] + [n for n in self._experts if n not in self.fired]
+
+    def role_of(self, name: str) -> str | None:
+        """"ceo", the role an expert was hired as (fired ones too), or None for a stranger."""
+        return "ceo" if name == self.ceo else self._experts.get(name)
+
+    def size(self) -> int:
+        return 1 + sum(1 for n in self._experts if n not in self.fired)

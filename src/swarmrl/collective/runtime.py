@@ -1,0 +1,262 @@
+"""The collective runtime: a discrete-event simulation of many rollouts in simulated time.
+
+Each loop iteration ("wave") takes, from every unfinished rollout, every turn that is
+causally safe to run now (DESIGN.md section 3), and sends all of them to the actor in one
+batch. Rollouts are independent, so batching across them is free; within a rollout a turn
+starting at s may join the batch only if s < s1 + d_min (s1 = the earliest pending turn),
+because nothing still unsimulated can deliver a message to it before then.
+
+Effects of a turn (messages, hires, submissions) take place at the turn's end. A turn
+that ends after the deadline has no effect: its tokens stay in the trajectory (they were
+generated and carry the advantage), but it earns nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from swarmrl.collective.actions import Action, parse_reply, render_action
+from swarmrl.collective.bus import Message, MessageBus
+from swarmrl.collective.clock import LatencyModel
+from swarmrl.collective.org import Org
+from swarmrl.collective.state import Agent, Rollout, Turn
+from swarmrl.policy.sampler import Sample
+
+PROMPT_CUE = ">>"  # ends every observation: "your turn"
+GENERAL = "general"
+
+
+@dataclass
+class TurnRequest:
+    rollout: Rollout
+    agent: Agent
+    start: float
+    observation: str  # the text appended to the agent's context for this turn
+    prompt: list[int]  # the whole context the model conditions on
+
+
+class Actor(Protocol):
+    """Produces one reply per request: the LLM policy, or a scripted demonstrator."""
+
+    def act(self, requests: Sequence[TurnRequest], seed: int) -> list[Sample]: ...
+
+
+@dataclass(frozen=True)
+class RuntimeLimits:
+    max_new_tokens_per_turn: int = 192
+    max_turns_per_agent: int = 12
+    max_context_tokens: int = 1024
+    max_message_chars: int = 500
+    max_messages_per_agent: int = 64
+
+
+def header(name: str, role: str, problem_text: str, max_experts: int) -> str:
+    first = f"ceo max={max_experts}" if role == "ceo" else f"{name} boss=ceo"
+    return f"{first}\n{problem_text}\n"
+
+
+def render_message(m: Message, archive: bool = False) -> str:
+    if m.kind == "direct":
+        return f"@{m.sender}: {m.text}"
+    return f"#{m.channel}{'~' if archive else ''} {m.sender}: {m.text}"
+
+
+class Runtime:
+    def __init__(self, task, tokenizer, latency: LatencyModel, limits: RuntimeLimits):
+        self.task = task
+        self.tokenizer = tokenizer
+        self.latency = latency
+        self.limits = limits
+
+    # ---------------------------------------------------------------- setup
+    def new_rollout(self, index: int, group: int, problem, time_limit: float, max_experts: int) -> Rollout:
+        bus = MessageBus(latency_s=self.latency.message_latency_s,
+                         max_message_chars=self.limits.max_message_chars,
+                         max_messages_per_agent=self.limits.max_messages_per_agent)
+        org = Org(ceo="ceo", max_experts=max_experts)
+        r = Rollout(index=index, group=group, problem=problem, time_limit=time_limit,
+                    agents={}, org=org, bus=bus)
+        bus.create_channel(GENERAL, "ceo", ["ceo"], 0.0)
+        self._add_agent(r, "ceo", "ceo", 0.0, ready=True)
+        return r
+
+    def _add_agent(self, r: Rollout, name: str, role: str, now: float, ready: bool) -> Agent:
+        ids = self.tokenizer.encode(header(name, role, r.problem.text(), r.org.max_experts),
+                                    add_special_tokens=False)
+        # A new hire waits for its first message (its brief) instead of spending a turn on <wait/>.
+        agent = Agent(name=name, role=role, ids=[], gen_mask=[], logprobs=[], created_at=now,
+                      ready_at=now if ready else None, seen_upto=now)
+        agent.append(ids, generated=False)
+        r.agents[name] = agent
+        return agent
+
+    # ---------------------------------------------------------------- event loop
+    def run(self, rollouts: list[Rollout], actor: Actor, seed: int) -> list[Rollout]:
+        wave = 0
+        while True:
+            requests: list[TurnRequest] = []
+            for r in rollouts:
+                if not r.done:
+                    requests += self._safe_turns(r)
+            if not requests:
+                return rollouts
+            replies = actor.act(requests, seed=seed * 100_003 + wave)
+            # Apply in start-time order so effects are deterministic whatever the batch order.
+            for req, reply in sorted(zip(requests, replies), key=lambda x: (x[0].rollout.index, x[0].start, x[0].agent.name)):
+                self._apply(req, reply)
+            wave += 1
+
+    def _start_time(self, r: Rollout, a: Agent) -> float | None:
+        if a.status != "active":
+            return None
+        if a.ready_at is not None:
+            return a.ready_at
+        return r.bus.next_delivery(a.name, a.seen_upto)
+
+    def _safe_turns(self, r: Rollout) -> list[TurnRequest]:
+        starts = {n: s for n, a in r.agents.items() if (s := self._start_time(r, a)) is not None}
+        if len(r.solved) == r.problem.num_items:
+            return self._finish(r, max(r.solved.values()), "solved")
+        if not starts:
+            last = max([t.end for t in r.turns], default=0.0)
+            return self._finish(r, min(last, r.time_limit), "idle")
+        s1 = min(starts.values())
+        if s1 >= r.time_limit:
+            for a in r.agents.values():
+                if a.status == "active":
+                    a.status = "cut"
+            return self._finish(r, r.time_limit, "deadline")
+        horizon = s1 + self.latency.d_min
+        return [self._request(r, r.agents[n], s) for n, s in sorted(starts.items()) if s < horizon]
+
+    def _finish(self, r: Rollout, t: float, reason: str) -> list[TurnRequest]:
+        r.finished_at, r.end_reason = t, reason
+        return []
+
+    def _request(self, r: Rollout, a: Agent, start: float) -> TurnRequest:
+        # Invariant 1: the observation holds exactly the messages delivered in (seen_upto, start].
+        lines = a.pending + [render_message(m) for m in r.bus.inbox(a.name, a.seen_upto, start)]
+        a.pending, a.seen_upto = [], start
+        observation = "".join(line + "\n" for line in lines) + PROMPT_CUE
+        a.append(self.tokenizer.encode(observation, add_special_tokens=False), generated=False)
+        return TurnRequest(rollout=r, agent=a, start=start, observation=observation, prompt=list(a.ids))
+
+    # ---------------------------------------------------------------- effects
+    def _apply(self, req: TurnRequest, reply: Sample) -> None:
+        r, a = req.rollout, req.agent
+        new_prompt = len(a.ids) - a.tokens_prefilled
+        a.append(reply.ids, generated=True, logprobs=reply.logprobs)
+        a.tokens_prefilled = len(a.ids)
+        a.turns += 1
+        end = req.start + self.latency.turn_duration(new_prompt, len(reply.ids))
+        body = [t for t in reply.ids if t not in self.tokenizer.all_special_ids]
+        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        parsed = parse_reply(text)
+        errors = list(parsed.errors)
+        if reply.hit_cap:
+            errors.append(f"error: turn cut at {self.limits.max_new_tokens_per_turn} tokens")
+            r.counters["hit_token_cap"] += 1
+        late = end > r.time_limit
+        turn = Turn(agent=a.name, role=a.role, start=req.start, end=end, observation=req.observation,
+                    reply=text, new_prompt_tokens=new_prompt, generated_tokens=len(reply.ids),
+                    actions=[render_action(x) for x in parsed.actions], errors=errors, after_deadline=late)
+        r.turns.append(turn)
+        if late:  # Invariant 2: effects after the deadline do not happen.
+            a.status = "cut"
+            return
+        next_state = "continue"
+        for action in parsed.actions:
+            err = self._execute(r, a, action, end)
+            if err:
+                errors.append(err)
+            if action.kind in ("wait", "done"):
+                next_state = action.kind
+                break  # actions after a turn-ending action are ignored
+        turn.errors = errors
+        r.counters["invalid_actions"] += len(errors)
+        a.pending += errors  # Invariant 6: bad output becomes an observation, never an exception
+        if a.status != "active":
+            return
+        if next_state == "done":
+            a.status = "done"
+        elif a.turns >= self.limits.max_turns_per_agent:
+            a.status = "done"
+        elif len(a.ids) + self.limits.max_new_tokens_per_turn + 64 > self.limits.max_context_tokens:
+            a.status = "cut"
+            r.counters["context_overflow"] += 1
+        elif next_state == "wait" and not errors:
+            a.ready_at = None
+        else:  # kept working, or must see its errors: the next turn starts right away
+            a.ready_at = end
+
+    def _execute(self, r: Rollout, a: Agent, act: Action, now: float) -> str | None:
+        """Run one action at time `now`; return an error line or None. Never raises."""
+        k, at = act.kind, act.attrs
+        if k == "submit":
+            return self._submit(r, a, at["item"], act.body or "", now)
+        if k == "msg":
+            if not r.org.is_active(at["to"]) or at["to"] == a.name:
+                return f"error: no active teammate named {at['to']!r}"
+            out = r.bus.send_direct(a.name, at["to"], act.body or "", now)
+            return self._sent(r, out, "direct_messages")
+        if k == "post":
+            return self._sent(r, r.bus.post(a.name, at["ch"], act.body or "", now), "channel_posts")
+        if k == "read":
+            got = r.bus.read_archive(a.name, at["ch"], int(at.get("last", 5)), now)
+            if isinstance(got, str):
+                return got
+            r.counters["archive_reads"] += 1
+            a.pending += [render_message(m, archive=True) for m in got] or [f"#{at['ch']}~ (empty)"]
+            return None
+        if k == "hire":
+            name, err = r.org.hire(a.name, at.get("role", "expert"))
+            if err:
+                return err
+            r.counters["hires"] += 1
+            self._add_agent(r, name, "expert", now, ready=False)
+            r.bus.join(GENERAL, name, now)
+            if act.body:  # the optional brief travels as the first direct message
+                self._sent(r, r.bus.send_direct(a.name, name, act.body, now), "direct_messages")
+            return None
+        if k == "fire":
+            err = r.org.fire(a.name, at["who"])
+            if err:
+                return err
+            r.counters["fires"] += 1
+            r.bus.leave_all(at["who"], now)
+            r.agents[at["who"]].status = "fired"
+            return None
+        if k == "create":
+            if a.role != "ceo":
+                return "error: only the ceo can create channels"
+            members = [m for m in at.get("members", "").split(",") if m]
+            bad = [m for m in members if not r.org.is_active(m)]
+            if bad:
+                return f"error: not active teammates: {','.join(bad)}"
+            return r.bus.create_channel(at["ch"], a.name, sorted(set(members) | {a.name}), now)
+        return None  # wait / done: handled by the caller
+
+    def _sent(self, r: Rollout, out: Message | str, counter: str) -> str | None:
+        if isinstance(out, str):
+            return out
+        r.counters[counter] += 1
+        r.counters["message_tokens"] += len(self.tokenizer.encode(out.text, add_special_tokens=False))
+        return None
+
+    def _submit(self, r: Rollout, a: Agent, item_s: str, answer: str, now: float) -> str | None:
+        try:
+            item = int(item_s)
+        except ValueError:
+            return f"error: item {item_s!r} is not a number"
+        if not 1 <= item <= r.problem.num_items:
+            return f"error: no item {item}"
+        correct = self.task.grade(r.problem, item, answer)
+        r.submissions.append({"t": now, "agent": a.name, "item": item, "answer": answer, "correct": correct})
+        if item in r.solved:
+            r.counters["duplicate_submits"] += 1
+        elif correct:
+            r.solved[item], r.solved_by[item] = now, a.name
+        else:
+            r.counters["wrong_submits"] += 1
+        return None

@@ -1,0 +1,91 @@
+"""Rollout and agent state: plain data the runtime mutates and everyone else reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from swarmrl.collective.bus import MessageBus
+from swarmrl.collective.org import Org
+
+
+@dataclass
+class Agent:
+    name: str
+    role: str  # "ceo" | "expert"
+    ids: list[int]  # the agent's whole context: header, observations and its own turns
+    gen_mask: list[int]  # 1 where the policy generated the token (the only tokens with gradient)
+    logprobs: list[float]  # behaviour log-prob per token (0.0 where gen_mask is 0)
+    created_at: float
+    ready_at: float | None  # when the next turn may start; None = waiting for a message
+    seen_upto: float  # messages delivered at or before this time have been shown
+    pending: list[str] = field(default_factory=list)  # error / archive / notice lines for the next observation
+    status: str = "active"  # active | done | fired | cut
+    turns: int = 0
+    tokens_prefilled: int = 0  # context tokens already charged to the clock
+
+    def append(self, ids: list[int], generated: bool, logprobs: list[float] | None = None) -> None:
+        self.ids += ids
+        self.gen_mask += [1 if generated else 0] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+
+
+@dataclass
+class Turn:
+    """One LLM call, as written to samples/ and used by the metrics."""
+
+    agent: str
+    role: str
+    start: float
+    end: float
+    observation: str
+    reply: str
+    new_prompt_tokens: int
+    generated_tokens: int
+    actions: list[str]
+    errors: list[str]
+    after_deadline: bool
+
+
+@dataclass
+class Rollout:
+    index: int  # position in the step's batch
+    group: int  # problems share a group; the advantage baseline is computed within it
+    problem: Any
+    time_limit: float
+    agents: dict[str, Agent]
+    org: Org
+    bus: MessageBus
+    turns: list[Turn] = field(default_factory=list)
+    solved: dict[int, float] = field(default_factory=dict)  # item -> time its correct submission landed
+    solved_by: dict[int, str] = field(default_factory=dict)
+    submissions: list[dict] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=lambda: {
+        "invalid_actions": 0, "hit_token_cap": 0, "wrong_submits": 0, "duplicate_submits": 0,
+        "context_overflow": 0, "hires": 0, "fires": 0, "direct_messages": 0, "channel_posts": 0,
+        "archive_reads": 0, "message_tokens": 0})
+    finished_at: float | None = None
+    end_reason: str = ""
+
+    @property
+    def score(self) -> float:
+        """Invariant 2: reward earned at or before the deadline, and nothing after it."""
+        earned = sum(1 for t in self.solved.values() if t <= self.time_limit)
+        return earned / self.problem.num_items
+
+    @property
+    def done(self) -> bool:
+        return self.finished_at is not None
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index, "group": self.group, "problem_id": self.problem.id,
+            "problem": self.problem.text(), "time_limit": self.time_limit, "score": self.score,
+            "finished_at": self.finished_at, "end_reason": self.end_reason,
+            "team": [{"name": a.name, "role": a.role, "created_at": a.created_at, "status": a.status}
+                     for a in self.agents.values()],
+            "solved": {str(k): v for k, v in self.solved.items()},
+            "counters": dict(self.counters),
+            "turns": [t.__dict__ for t in self.turns],
+            "messages": [m.__dict__ for m in self.bus._messages],
+        }

@@ -1,0 +1,317 @@
+"""Typed, validated configuration.
+
+One dataclass per section, one docstring per field (CleanRL's `Args`, with sections so a
+YAML file stays readable). Batch sizes carry their unit in the name. Unknown keys and bad
+values are errors that name the key (and suggest the closest one) before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config key or value is wrong; the message names it."""
+
+
+@dataclass
+class TaskConfig:
+    name: Literal["arith"] = "arith"
+    """Which task generates problems and grades submissions."""
+    items_per_problem: int = 8
+    """K: arithmetic items per problem; each correct item is worth 1/K of the score."""
+    terms_per_item: int = 3
+    """Operands per item (the work an agent writes out grows with it)."""
+    dependency_rate: float = 0.25
+    """Probability that an item (after the first) uses an earlier item's result as its first operand."""
+    modulus: int = 10
+    """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
+    eval_seed: int = 1_000_003
+    """Seed of the held-out problem stream used by every evaluation (never seen in training)."""
+
+
+@dataclass
+class WorkflowConfig:
+    name: Literal["org", "single"] = "org"
+    """`org`: a CEO who may hire experts (RLCR). `single`: one agent, no team (the baseline)."""
+    max_experts: int = 8
+    """Most experts the CEO may have active at once (the team is at most max_experts + 1)."""
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = ""
+    """Hugging Face model id or local directory. Empty: the tiny Qwen3 model built from the sizes below."""
+    hidden_size: int = 128
+    """Tiny model: width."""
+    num_layers: int = 4
+    """Tiny model: transformer blocks."""
+    num_heads: int = 4
+    """Tiny model: attention heads."""
+    num_kv_heads: int = 2
+    """Tiny model: key/value heads (grouped-query attention, as in Qwen3)."""
+    intermediate_size: int = 384
+    """Tiny model: MLP width."""
+    max_context_tokens: int = 1024
+    """Longest agent context (prompt + all turns) in tokens; longer contexts end the agent."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Parameter dtype (float32 on CPU)."""
+
+
+@dataclass
+class SamplerConfig:
+    engine: Literal["hf"] = "hf"
+    """Generation engine (`hf`: transformers generate)."""
+    temperature: float = 1.0
+    """Sampling temperature for rollouts (1.0 keeps behaviour log-probs exact)."""
+    max_new_tokens_per_turn: int = 192
+    """Token cap of one agent turn; a turn that hits it is cut and counted as invalid."""
+    max_turns_per_agent: int = 12
+    """Turns one agent may take in a rollout (stops loops)."""
+
+
+@dataclass
+class ClockConfig:
+    mode: Literal["simulated"] = "simulated"
+    """`simulated`: turn durations come from the latency model below (reproducible)."""
+    call_overhead_s: float = 0.5
+    """Fixed cost of one LLM call, seconds of simulated time."""
+    prefill_tokens_per_s: float = 2000.0
+    """Simulated prompt-processing speed for tokens new to the agent's context."""
+    decode_tokens_per_s: float = 20.0
+    """Simulated generation speed."""
+    message_latency_s: float = 0.1
+    """Delay between a turn's end and delivery of the messages it sent."""
+
+
+@dataclass
+class TimeLimitConfig:
+    start: float = 4.0
+    """Deadline (simulated seconds) at step 0; rewards after the deadline are not earned."""
+    end: float = 6.0
+    """Deadline at and after `ramp_steps`."""
+    ramp_steps: int = 20
+    """Steps over which the deadline moves from start to end."""
+    schedule: Literal["linear", "constant"] = "linear"
+    """Curriculum shape; `constant` uses `end` throughout."""
+
+
+@dataclass
+class RLConfig:
+    steps: int = 40
+    """Optimizer steps of RL training."""
+    problems_per_step: int = 4
+    """Distinct problems per step."""
+    rollouts_per_problem: int = 8
+    """Rollouts of each problem (the group that the advantage is normalised within)."""
+    advantage: str = "collective"
+    """Advantage estimator (registry in rl/advantages.py)."""
+    loss: str = "ppo_clip"
+    """Policy loss (registry in rl/losses.py)."""
+    clip_eps: float = 0.2
+    """PPO clip range for the importance ratio."""
+    kl_coef: float = 0.0
+    """Penalty on KL to the initial policy (0 = off, as in both sources)."""
+    lr: float = 3e-4
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip."""
+    micro_batch_tokens: int = 16384
+    """Padded tokens per forward/backward micro-batch (bounds memory; does not change the math)."""
+    minibatches_per_step: int = 1
+    """Optimizer updates per step; >1 makes the PPO ratio differ from 1 after the first."""
+
+
+@dataclass
+class WarmStartConfig:
+    demos_per_strategy: int = 48
+    """Scripted demonstration rollouts per strategy (every strategy in comparable amounts)."""
+    epochs: int = 3
+    """Passes over the demonstrations."""
+    lr: float = 2e-3
+    """AdamW learning rate for supervised warm start."""
+    batch_sequences: int = 32
+    """Agent trajectories per supervised batch."""
+    cache_dir: str = ".cache/swarmrl"
+    """Where warm-started models are cached, keyed by a hash of their inputs."""
+    seed: int = 12345
+    """Seed of the demonstration problems (disjoint from training and eval streams)."""
+
+
+@dataclass
+class RunConfig:
+    checkpoint_every: int = 10
+    """Steps between checkpoints (the last step is always saved)."""
+    samples_per_step: int = 4
+    """Trajectories written to samples/ each step."""
+    progress: bool = True
+    """Live progress display."""
+    threads: int = 2
+    """torch CPU threads."""
+
+
+@dataclass
+class EvalConfig:
+    problems: int = 64
+    """Held-out problems per evaluation."""
+    time_limit: float = 0.0
+    """Deadline for evaluation; 0 means `time_limit.end`."""
+    team_size: int = 0
+    """Largest team (CEO + experts) allowed in evaluation; 0 means `workflow.max_experts + 1`."""
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    """Seed of training problems and sampling."""
+    task: TaskConfig = field(default_factory=TaskConfig)
+    workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    clock: ClockConfig = field(default_factory=ClockConfig)
+    time_limit: TimeLimitConfig = field(default_factory=TimeLimitConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _suggest(key: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.5)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _coerce(path: str, value: Any, typ: Any) -> Any:
+    """Check one leaf value against its annotated type; ints are accepted for floats."""
+    origin = typing.get_origin(typ)
+    if origin is Literal:
+        if value not in typing.get_args(typ):
+            raise ConfigError(f"{path}: {value!r} is not one of {list(typing.get_args(typ))}")
+        return value
+    if typ is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: expected true/false, got {value!r}")
+        return value
+    if typ is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if typ is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if typ is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{path}: unsupported type {typ}")
+
+
+def _build(cls: type, data: dict, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(f"unknown config key '{path}'{_suggest(key, names)}")
+        typ = hints[key]
+        if dataclasses.is_dataclass(typ):
+            kwargs[key] = _build(typ, value, f"{path}.")
+        else:
+            kwargs[key] = _coerce(path, value, typ)
+    return cls(**kwargs)
+
+
+def _all_keys(cls: type, prefix: str = "") -> list[str]:
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out += _all_keys(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            out.append(f"{prefix}{f.name}")
+    return out
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """`a.b=value` strings -> nested dict updates (values parsed as YAML scalars)."""
+    keys = _all_keys(Config)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' is not key=value")
+        key, raw = item.split("=", 1)
+        if key not in keys:
+            raise ConfigError(f"unknown config key '{key}'{_suggest(key, keys)}")
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = yaml.safe_load(raw) if raw != "" else ""
+    return data
+
+
+def validate(cfg: Config) -> Config:
+    """Value checks that types cannot express."""
+    checks = [
+        (cfg.task.items_per_problem >= 1, "task.items_per_problem must be >= 1"),
+        (cfg.task.terms_per_item >= 2, "task.terms_per_item must be >= 2"),
+        (0.0 <= cfg.task.dependency_rate <= 1.0, "task.dependency_rate must be in [0, 1]"),
+        (2 <= cfg.task.modulus <= 10, "task.modulus must be in [2, 10] (single-digit answers)"),
+        (0 <= cfg.workflow.max_experts <= 8, "workflow.max_experts must be in [0, 8]"),
+        (cfg.time_limit.start > 0, "time_limit.start must be > 0 seconds"),
+        (cfg.time_limit.end > 0, "time_limit.end must be > 0 seconds"),
+        (cfg.time_limit.ramp_steps >= 0, "time_limit.ramp_steps must be >= 0"),
+        (cfg.rl.steps >= 0, "rl.steps must be >= 0"),
+        (cfg.rl.problems_per_step >= 1, "rl.problems_per_step must be >= 1"),
+        (cfg.rl.rollouts_per_problem >= 2, "rl.rollouts_per_problem must be >= 2 (a group needs a baseline)"),
+        (cfg.rl.lr > 0, "rl.lr must be > 0"),
+        (cfg.rl.clip_eps > 0, "rl.clip_eps must be > 0"),
+        (cfg.rl.micro_batch_tokens >= 64, "rl.micro_batch_tokens must be >= 64"),
+        (cfg.rl.minibatches_per_step >= 1, "rl.minibatches_per_step must be >= 1"),
+        (cfg.sampler.temperature > 0, "sampler.temperature must be > 0"),
+        (cfg.sampler.max_new_tokens_per_turn >= 1, "sampler.max_new_tokens_per_turn must be >= 1"),
+        (cfg.clock.call_overhead_s >= 0, "clock.call_overhead_s must be >= 0"),
+        (cfg.clock.decode_tokens_per_s > 0, "clock.decode_tokens_per_s must be > 0"),
+        (cfg.clock.prefill_tokens_per_s > 0, "clock.prefill_tokens_per_s must be > 0"),
+        (cfg.clock.message_latency_s >= 0, "clock.message_latency_s must be >= 0"),
+        (cfg.model.num_heads % max(cfg.model.num_kv_heads, 1) == 0, "model.num_heads must be a multiple of model.num_kv_heads"),
+        (cfg.eval.time_limit >= 0, "eval.time_limit must be >= 0 (0 = time_limit.end)"),
+        (0 <= cfg.eval.team_size <= cfg.workflow.max_experts + 1, "eval.team_size must be in [0, workflow.max_experts + 1]"),
+        (cfg.eval.problems >= 1, "eval.problems must be >= 1"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise ConfigError(msg)
+    # The sampler registry is a placeholder for vLLM; rl.advantage / rl.loss are checked
+    # against their registries by the trainer (the registries live in rl/).
+    return cfg
+
+
+def config_from_dict(data: dict) -> Config:
+    return validate(_build(Config, data or {}, ""))
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    """YAML file (or None for defaults) + `key=value` overrides -> validated Config."""
+    data: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"config file not found: {p}")
+        data = yaml.safe_load(p.read_text()) or {}
+    return config_from_dict(apply_overrides(data, list(overrides or [])))

@@ -1,0 +1,82 @@
+"""Model factory: every policy is a Hugging Face causal LM.
+
+The default is a tiny Qwen3-architecture model built from the sizes in the config; a
+real model loads by hub name or local path through the same `load_policy` code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel,
+                          PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM)
+
+from swarmrl.config import ModelConfig
+from swarmrl.policy.tokenizer import END, build_tokenizer
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Policy:
+    """A model with its tokenizer and the ids the runtime needs."""
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    end_id: int  # token that ends an agent turn
+    pad_id: int
+
+
+def _wrap(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Policy:
+    end = tokenizer.convert_tokens_to_ids(END)
+    if end is None or end == tokenizer.unk_token_id:
+        end = tokenizer.eos_token_id  # chat models: their own end-of-turn token
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end
+    return Policy(model=model, tokenizer=tokenizer, end_id=int(end), pad_id=int(pad))
+
+
+def build_tiny_policy(cfg: ModelConfig, seed: int = 0) -> Policy:
+    tokenizer = build_tokenizer()
+    qcfg = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.hidden_size // cfg.num_heads,
+        intermediate_size=cfg.intermediate_size,
+        max_position_embeddings=cfg.max_context_tokens,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(qcfg).to(DTYPES[cfg.dtype])
+    return _wrap(model, tokenizer)
+
+
+def load_policy(name_or_path: str | Path, dtype: str = "float32") -> Policy:
+    """Load a saved swarmrl policy, a local HF model directory, or a hub id (if reachable)."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=DTYPES[dtype])
+    except OSError as e:
+        raise FileNotFoundError(
+            f"cannot load model '{name_or_path}': not a local model directory and the hub is "
+            f"not reachable from here ({e.__class__.__name__})") from e
+    return _wrap(model, tokenizer)
+
+
+def save_policy(policy: Policy, path: str | Path) -> None:
+    """Weights (safetensors), config and tokenizer side by side: a loadable HF directory."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    policy.model.save_pretrained(path, safe_serialization=True)
+    policy.tokenizer.save_pretrained(path)
+
+
+def make_policy(cfg: ModelConfig, seed: int = 0) -> Policy:
+    return load_policy(cfg.name_or_path, cfg.dtype) if cfg.name_or_path else build_tiny_policy(cfg, seed)

@@ -1,0 +1,33 @@
+"""The tiny model's tokenizer, built locally with `tokenizers` (no hub).
+
+Byte-level BPE with no merges (every byte is a token, so any text round-trips) plus
+whole-string tokens for the action tags and names. Making each decision one token keeps
+the choices that matter explicit and cheap to learn: "hire one more expert" is a single
+token, not six. Real models bring their own tokenizer and see the same tags as text.
+"""
+
+from __future__ import annotations
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+PAD = "<|pad|>"
+END = "<|end|>"  # end of an agent turn; the sampler's stop token
+
+# Order matters for ids: append only, never reorder (saved tokenizers depend on it).
+ACTION_TOKENS = [
+    '<hire role="expert"/>', "<wait/>", "<done/>",
+    '<msg to="', "</msg>", '<post ch="', "</post>", '<submit item="', "</submit>",
+    '<read ch="', '" last="', '<fire who="', '<create ch="', '" members="', '"/>', '">',
+    "expert-", "ceo", "general", ">>",
+]
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([PAD, END])
+    tok.add_tokens([AddedToken(t, normalized=False) for t in ACTION_TOKENS])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=END)

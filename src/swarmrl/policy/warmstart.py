@@ -1,0 +1,146 @@
+"""Warm start: supervised training on scripted demonstrations of *every* strategy.
+
+A tiny model from scratch can only explore what its warm start makes likely. The
+demonstrations therefore cover all team sizes 0..max_experts and every coordination
+style in comparable amounts (tasks/arith_scripts.py), so the warm-started policy is a
+broad prior, as a base model would be, and RL selects within it. Demonstrations run
+through the real runtime with no deadline, so their contexts are token-for-token what
+the policy will see during RL.
+
+The result is cached under `warmstart.cache_dir`, keyed by a content hash of everything
+that determines it (config sections and the source of the code that produces the data).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from swarmrl.collective import runtime as runtime_module
+from swarmrl.config import Config
+from swarmrl.policy import model as model_module
+from swarmrl.policy import tokenizer as tokenizer_module
+from swarmrl.policy.model import Policy, build_tiny_policy, load_policy, save_policy
+from swarmrl.rl.batch import micro_batches, pad, token_logprobs, TrainSeq
+from swarmrl.tasks import arith, arith_scripts
+from swarmrl.tasks.arith_scripts import ScriptedActor, sample_strategy
+
+NO_DEADLINE = 1e9
+
+
+def warmstart_key(cfg: Config) -> str:
+    parts = {
+        "model": cfg.model.__dict__, "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
+        "max_experts": cfg.workflow.max_experts, "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
+        "sampler": cfg.sampler.__dict__,
+        "code": [inspect.getsource(m) for m in (arith, arith_scripts, runtime_module, tokenizer_module, model_module)],
+        "version": 1,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> tuple[list[TrainSeq], dict]:
+    """Run scripted strategies through the runtime; one training sequence per agent."""
+    from swarmrl.rl.trainer import make_runtime  # local: trainer imports this package's model
+    runtime, task = make_runtime(cfg, policy.tokenizer)
+    rng = np.random.default_rng(seed)
+    problems = task.sample(rng, n_rollouts)
+    strategies, rollouts = {}, []
+    for i, p in enumerate(problems):
+        strat = sample_strategy(rng, cfg.workflow.max_experts)
+        # Show the cap in the header too: demos with max=m never hire more than m.
+        cap = int(rng.integers(strat.experts, cfg.workflow.max_experts + 1))
+        strategies[i] = strat
+        rollouts.append(runtime.new_rollout(i, i, p, NO_DEADLINE, cap))
+    runtime.run(rollouts, ScriptedActor(policy.tokenizer, policy.end_id, strategies), seed=seed)
+    seqs = [TrainSeq(a.ids, a.gen_mask, a.logprobs, 0.0, a.role, r.index)
+            for r in rollouts for a in r.agents.values() if any(a.gen_mask)]
+    stats = {
+        "rollouts": n_rollouts,
+        "sequences": len(seqs),
+        "generated_tokens": sum(sum(s.gen_mask) for s in seqs),
+        "team_sizes": dict(sorted(Counter(s.experts + 1 for s in strategies.values()).items())),
+        "share_modes": dict(Counter(s.share for s in strategies.values() if s.experts)),
+        "mean_score": float(np.mean([r.score for r in rollouts])),
+        "mean_latency_s": float(np.mean([r.finished_at for r in rollouts])),
+        "invalid_actions": int(sum(r.counters["invalid_actions"] for r in rollouts)),
+    }
+    return seqs, stats
+
+
+def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, batch_sequences: int,
+               micro_batch_tokens: int, seed: int, log=print) -> list[float]:
+    """Next-token cross-entropy on generated tokens only (token mean per batch)."""
+    model = policy.model
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    rng = np.random.default_rng(seed)
+    n_batches = epochs * math.ceil(len(seqs) / batch_sequences)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda i: min(1.0, (i + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(i / n_batches, 1.0))))
+    losses, t0, b = [], time.perf_counter(), 0
+    for epoch in range(epochs):
+        order = rng.permutation(len(seqs))
+        for start in range(0, len(seqs), batch_sequences):
+            batch = [seqs[i] for i in order[start:start + batch_sequences]]
+            num_tokens = sum(sum(s.gen_mask) for s in batch)
+            opt.zero_grad(set_to_none=True)
+            total = 0.0
+            for micro in micro_batches(batch, micro_batch_tokens):
+                t = pad(micro, policy.pad_id)
+                logp, _ = token_logprobs(model, t["ids"], t["attn"], with_entropy=False)  # [B, T]
+                loss = -(logp * t["mask"]).sum() / num_tokens
+                loss.backward()
+                total += float(loss)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            losses.append(total)
+            b += 1
+            if b % 25 == 0 or b == n_batches:
+                log(f"  warm start batch {b}/{n_batches} (epoch {epoch + 1}) loss {np.mean(losses[-25:]):.3f} "
+                    f"[{time.perf_counter() - t0:.0f}s]")
+    return losses
+
+
+def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
+    """Return the directory of the warm-started policy, training it if not cached."""
+    if cfg.model.name_or_path:
+        raise ValueError("warm start builds the tiny default model; model.name_or_path is set, "
+                         "so the model is used as is (it is the prior)")
+    out = Path(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"
+    if (out / "warmstart.json").exists() and not force:
+        log(f"warm start: cached at {out}")
+        return out
+    t0 = time.perf_counter()
+    torch.set_num_threads(cfg.run.threads)
+    policy = build_tiny_policy(cfg.model, seed=cfg.warmstart.seed)
+    n = cfg.warmstart.demos_per_strategy * (cfg.workflow.max_experts + 1)
+    seqs, stats = demonstrations(cfg, policy, n, cfg.warmstart.seed)
+    log(f"warm start: {stats['rollouts']} scripted rollouts, {stats['sequences']} agent trajectories, "
+        f"{stats['generated_tokens']} target tokens; team sizes {stats['team_sizes']}")
+    losses = supervised(policy, seqs, cfg.warmstart.epochs, cfg.warmstart.lr, cfg.warmstart.batch_sequences,
+                        cfg.rl.micro_batch_tokens, cfg.warmstart.seed, log=log)
+    tmp = out.with_name(out.name + ".tmp")
+    save_policy(policy, tmp)
+    stats.update({"final_loss": float(np.mean(losses[-10:])), "seconds": time.perf_counter() - t0,
+                  "key": warmstart_key(cfg)})
+    (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
+    if out.exists():
+        import shutil
+        shutil.rmtree(out)
+    tmp.rename(out)  # the marker file travels with the directory: a half-written cache never counts
+    log(f"warm start: done in {stats['seconds']:.0f}s, final loss {stats['final_loss']:.3f} -> {out}")
+    return out
+
+
+def load_warm_policy(path: Path, cfg: Config) -> Policy:
+    return load_policy(path, cfg.model.dtype)

@@ -1,0 +1,40 @@
+"""Evaluation: score a policy on held-out problems at a given deadline and team size."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from swarmrl.config import Config
+from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
+from swarmrl.policy.actor import LLMActor
+from swarmrl.policy.model import Policy
+from swarmrl.policy.sampler import HFSampler
+from swarmrl.rl.trainer import make_runtime, max_experts_for
+
+
+def evaluate(cfg: Config, policy: Policy, time_limit: float | None = None, team_size: int | None = None,
+             problems: int | None = None, greedy: bool = False) -> dict:
+    """One rollout per held-out problem (stream seeded by `task.eval_seed`, never used in training).
+
+    team_size caps the team (CEO included): the CEO may hire at most team_size - 1 experts.
+    """
+    time_limit = time_limit or cfg.eval.time_limit or cfg.time_limit.end
+    if time_limit <= 0:
+        raise ValueError(f"time limit must be > 0 seconds, got {time_limit}")
+    cap = max_experts_for(cfg) if not (team_size or cfg.eval.team_size) else (team_size or cfg.eval.team_size) - 1
+    if not 0 <= cap <= cfg.workflow.max_experts:
+        raise ValueError(f"team size must be in 1..{cfg.workflow.max_experts + 1}, got {cap + 1}")
+    n = problems or cfg.eval.problems
+    runtime, task = make_runtime(cfg, policy.tokenizer)
+    probs = task.sample(np.random.default_rng(cfg.task.eval_seed), n)
+    rollouts = [runtime.new_rollout(i, i, p, time_limit, cap) for i, p in enumerate(probs)]
+    actor = LLMActor(HFSampler(policy, cfg.sampler.temperature), cfg.sampler.max_new_tokens_per_turn, greedy=greedy)
+    t0 = time.perf_counter()
+    runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
+    m = collective_metrics(rollouts)
+    m.update({"time_limit": time_limit, "team_size_cap": cap + 1, "problems": n,
+              "team_size_hist": team_size_histogram(rollouts, cfg.workflow.max_experts + 1),
+              "eval_s": time.perf_counter() - t0})
+    return m

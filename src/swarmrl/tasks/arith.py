@@ -1,0 +1,96 @@
+"""`arith`: K modular-arithmetic items per problem, some depending on earlier items.
+
+An item is a chain `a+b+c` (mod m). A dependent item starts from an earlier item's
+result, written `#j`: `#2+5+1`. Dependencies are what make the work not perfectly
+parallel: whoever solves a dependent item needs item j's result, so it must wait for a
+teammate to share it, compute it again, or the CEO must give both to the same expert.
+Each item is graded on its own (partial credit); the runtime adds an item's 1/K to the
+score only if it was submitted correctly before the deadline.
+
+The work format an agent writes for item 5 = `#2+3+1` when item 2's result is 7:
+`[5]7+3=0+1=1<submit item="5">1</submit>` — every partial sum is written out, so solving
+costs tokens (and therefore simulated time) in proportion to the item's length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from swarmrl.config import TaskConfig
+
+
+@dataclass(frozen=True)
+class Item:
+    index: int  # 1-based, as agents see it
+    terms: tuple[int, ...]  # operands; terms[0] is ignored when dep is set
+    dep: int | None  # index of the item whose result replaces the first operand
+    answer: int
+
+    def text(self) -> str:
+        first = f"#{self.dep}" if self.dep is not None else str(self.terms[0])
+        return f"{self.index}:" + "+".join([first] + [str(t) for t in self.terms[1:]])
+
+
+@dataclass(frozen=True)
+class ArithProblem:
+    id: str
+    items: tuple[Item, ...]
+    modulus: int
+
+    @property
+    def num_items(self) -> int:
+        return len(self.items)
+
+    def text(self) -> str:
+        return "\n".join(item.text() for item in self.items)
+
+    def item(self, index: int) -> Item:
+        return self.items[index - 1]
+
+
+class ArithTask:
+    name = "arith"
+
+    def __init__(self, cfg: TaskConfig):
+        self.cfg = cfg
+
+    def sample(self, rng: np.random.Generator, n: int) -> list[ArithProblem]:
+        return [self._one(rng) for _ in range(n)]
+
+    def _one(self, rng: np.random.Generator) -> ArithProblem:
+        m, items = self.cfg.modulus, []
+        for i in range(1, self.cfg.items_per_problem + 1):
+            terms = tuple(int(x) for x in rng.integers(0, m, size=self.cfg.terms_per_item))
+            dep = int(rng.integers(1, i)) if i > 1 and rng.random() < self.cfg.dependency_rate else None
+            first = items[dep - 1].answer if dep is not None else terms[0]
+            items.append(Item(i, terms, dep, (first + sum(terms[1:])) % m))
+        key = ";".join(it.text() for it in items)
+        return ArithProblem(id=_stable_id(key),
+                            items=tuple(items), modulus=m)
+
+    def grade(self, problem: ArithProblem, item: int, answer: str) -> bool:
+        if not 1 <= item <= problem.num_items:
+            return False
+        return answer.strip() == str(problem.item(item).answer)
+
+
+def _stable_id(key: str) -> str:
+    return "arith-" + hashlib.sha1(key.encode()).hexdigest()[:10]
+
+
+def work_text(problem: ArithProblem, index: int, known: dict[int, int], submit: bool = True) -> str:
+    """The scripted solution of one item: partial sums, then (optionally) the submission.
+
+    `known` holds results the writer has seen; a dependency must be in it.
+    """
+    item = problem.item(index)
+    acc = known[item.dep] if item.dep is not None else item.terms[0]
+    parts = [f"[{index}]{acc}"]
+    for t in item.terms[1:]:
+        acc = (acc + t) % problem.modulus
+        parts.append(f"+{t}={acc}")
+    text = "".join(parts)
+    return text + (f'<submit item="{index}">{acc}</submit>' if submit else "")
