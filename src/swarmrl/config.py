@@ -268,7 +268,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 def validate(cfg: Config) -> Config:
     """Value checks that types cannot express."""
     checks = [
-        (cfg.task.items_per_problem >= 1, "task.items_per_problem must be >= 1"),
+        (1 <= cfg.task.items_per_problem <= 26, "task.items_per_problem must be in [1, 26] (items are labelled A-Z)"),
         (cfg.task.terms_per_item >= 2, "task.terms_per_item must be >= 2"),
         (0.0 <= cfg.task.dependency_rate <= 1.0, "task.dependency_rate must be in [0, 1]"),
         (2 <= cfg.task.modulus <= 10, "task.modulus must be in [2, 10] (single-digit answers)"),

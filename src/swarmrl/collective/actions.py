@@ -25,8 +25,8 @@ Bodies are raw text up to the matching close tag: tags inside a body are not act
 message that quotes `<wait/>` does not make the sender wait), and an unclosed body tag
 swallows the rest of the reply.
 
-Where we are stricter than the DESIGN sketch: `<submit>` needs `item`, and `item` and
-`last` must be plain decimal integers (the runtime keys solved items by int).
+Where we are stricter than the DESIGN sketch: `<submit>` needs `item` (its meaning is the
+task's: the runtime asks the task to resolve it), and `last` must be a plain decimal integer.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ SPECS: MappingProxyType[str, TagSpec] = MappingProxyType({
     "read": TagSpec(required=("ch",), optional=("last",), int_attrs=("last",)),
     "hire": TagSpec(required=("role",), body="optional"),
     "fire": TagSpec(required=("who",)),
-    "submit": TagSpec(required=("item",), body="required", int_attrs=("item",)),
+    "submit": TagSpec(required=("item",), body="required"),
     "wait": TagSpec(),
     "done": TagSpec(),
     "create": TagSpec(required=("ch",), optional=("members",)),

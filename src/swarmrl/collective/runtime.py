@@ -63,8 +63,12 @@ def render_message(m: Message, archive: bool = False) -> str:
 
 
 class Runtime:
-    def __init__(self, task, tokenizer, latency: LatencyModel, limits: RuntimeLimits):
+    def __init__(self, task, tokenizer, latency: LatencyModel, limits: RuntimeLimits,
+                 causal_batching: bool = True):
         self.task = task
+        # False: one turn per rollout per wave (the earliest), the reference the batched
+        # schedule must reproduce exactly (tested).
+        self.causal_batching = causal_batching
         self.tokenizer = tokenizer
         self.latency = latency
         self.limits = limits
@@ -127,6 +131,9 @@ class Runtime:
                 if a.status == "active":
                     a.status = "cut"
             return self._finish(r, r.time_limit, "deadline")
+        if not self.causal_batching:
+            first = min(starts, key=lambda n: (starts[n], n))
+            return [self._request(r, r.agents[first], s1)]
         horizon = s1 + self.latency.d_min
         return [self._request(r, r.agents[n], s) for n, s in sorted(starts.items()) if s < horizon]
 
@@ -159,7 +166,7 @@ class Runtime:
             r.counters["hit_token_cap"] += 1
         late = end > r.time_limit
         turn = Turn(agent=a.name, role=a.role, start=req.start, end=end, observation=req.observation,
-                    reply=text, new_prompt_tokens=new_prompt, generated_tokens=len(reply.ids),
+                    reply=text, context_tokens=len(req.prompt), new_prompt_tokens=new_prompt, generated_tokens=len(reply.ids),
                     actions=[render_action(x) for x in parsed.actions], errors=errors, after_deadline=late)
         r.turns.append(turn)
         if late:  # Invariant 2: effects after the deadline do not happen.
@@ -245,12 +252,9 @@ class Runtime:
         return None
 
     def _submit(self, r: Rollout, a: Agent, item_s: str, answer: str, now: float) -> str | None:
-        try:
-            item = int(item_s)
-        except ValueError:
-            return f"error: item {item_s!r} is not a number"
-        if not 1 <= item <= r.problem.num_items:
-            return f"error: no item {item}"
+        item = self.task.parse_item(r.problem, item_s)
+        if item is None:
+            return f"error: no item {item_s!r}"
         correct = self.task.grade(r.problem, item, answer)
         r.submissions.append({"t": now, "agent": a.name, "item": item, "answer": answer, "correct": correct})
         if item in r.solved:

@@ -40,7 +40,8 @@ class Turn:
     end: float
     observation: str
     reply: str
-    new_prompt_tokens: int
+    context_tokens: int  # prompt length the model conditioned on
+    new_prompt_tokens: int  # of which new since the agent's last turn (what the clock charges)
     generated_tokens: int
     actions: list[str]
     errors: list[str]

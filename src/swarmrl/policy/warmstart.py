@@ -99,7 +99,7 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
                 logp, _ = token_logprobs(model, t["ids"], t["attn"], with_entropy=False)  # [B, T]
                 loss = -(logp * t["mask"]).sum() / num_tokens
                 loss.backward()
-                total += float(loss)
+                total += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()

@@ -7,8 +7,10 @@ teammate to share it, compute it again, or the CEO must give both to the same ex
 Each item is graded on its own (partial credit); the runtime adds an item's 1/K to the
 score only if it was submitted correctly before the deadline.
 
-The work format an agent writes for item 5 = `#2+3+1` when item 2's result is 7:
-`[5]7+3=0+1=1<submit item="5">1</submit>` — every partial sum is written out, so solving
+Items are labelled A, B, C, ... rather than 1, 2, 3: a label then never collides with an
+operand digit, so finding "item E" in the context is a clean lookup for a small model.
+The work format an agent writes for item E = `#B+3+1` when item B's result is 7:
+`[E]7+3=0+1=1<submit item="E">1</submit>` — every partial sum is written out, so solving
 costs tokens (and therefore simulated time) in proportion to the item's length.
 """
 
@@ -30,8 +32,8 @@ class Item:
     answer: int
 
     def text(self) -> str:
-        first = f"#{self.dep}" if self.dep is not None else str(self.terms[0])
-        return f"{self.index}:" + "+".join([first] + [str(t) for t in self.terms[1:]])
+        first = f"#{label(self.dep)}" if self.dep is not None else str(self.terms[0])
+        return f"{label(self.index)}:" + "+".join([first] + [str(t) for t in self.terms[1:]])
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,12 @@ class ArithTask:
         return ArithProblem(id=_stable_id(key),
                             items=tuple(items), modulus=m)
 
+    def parse_item(self, problem: ArithProblem, ref: str) -> int | None:
+        """An agent's item reference ("C") -> 1-based index, or None if there is no such item."""
+        ref = ref.strip()
+        idx = ord(ref) - ord("A") + 1 if len(ref) == 1 and ref.isupper() else 0
+        return idx if 1 <= idx <= problem.num_items else None
+
     def grade(self, problem: ArithProblem, item: int, answer: str) -> bool:
         if not 1 <= item <= problem.num_items:
             return False
@@ -88,9 +96,14 @@ def work_text(problem: ArithProblem, index: int, known: dict[int, int], submit: 
     """
     item = problem.item(index)
     acc = known[item.dep] if item.dep is not None else item.terms[0]
-    parts = [f"[{index}]{acc}"]
+    parts = [f"[{label(index)}]{acc}"]
     for t in item.terms[1:]:
         acc = (acc + t) % problem.modulus
         parts.append(f"+{t}={acc}")
     text = "".join(parts)
-    return text + (f'<submit item="{index}">{acc}</submit>' if submit else "")
+    return text + (f'<submit item="{label(index)}">{acc}</submit>' if submit else "")
+
+
+def label(index: int) -> str:
+    """1 -> "A", 2 -> "B", ... (the names agents use for items)."""
+    return chr(ord("A") + index - 1)

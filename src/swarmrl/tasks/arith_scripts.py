@@ -18,7 +18,7 @@ import numpy as np
 
 from swarmrl.collective.runtime import TurnRequest
 from swarmrl.policy.sampler import Sample
-from swarmrl.tasks.arith import ArithProblem, work_text
+from swarmrl.tasks.arith import ArithProblem, label, work_text
 
 ALL = 99
 
@@ -63,7 +63,7 @@ def assign(problem: ArithProblem, workers: list[str], split: str) -> dict[str, l
     return plan
 
 
-_RESULT = re.compile(r"(\d+)=(\d+)")
+_RESULT = re.compile(r"([A-Z])=(\d+)")
 
 
 @dataclass
@@ -98,10 +98,10 @@ class ScriptedActor:
         mind = self.minds.setdefault((r.index, a.name), _Mind())
         for line in req.observation.splitlines():
             if line.startswith("@ceo: ") and not mind.briefed:
-                mind.plan = [int(x) for x in line[6:].split()]
+                mind.plan = [ord(x) - ord("A") + 1 for x in line[6:].split()]
                 mind.briefed = True
             elif line.startswith("#"):
-                mind.known.update({int(i): int(v) for i, v in _RESULT.findall(line.split(": ", 1)[-1])})
+                mind.known.update({ord(i) - ord("A") + 1: int(v) for i, v in _RESULT.findall(line.split(": ", 1)[-1])})
         if a.role == "ceo" and a.turns == 0:
             return self._ceo_first(r.problem, strat, mind, r.org.max_experts)
         return self._work(r.problem, strat, mind)
@@ -115,7 +115,7 @@ class ScriptedActor:
         plan = assign(problem, experts + (["ceo"] if strat.ceo_works else []), strat.split)
         mind.plan = plan.get("ceo", [])
         text = '<hire role="expert"/>' * k
-        text += "".join(f'<msg to="{e}">{" ".join(map(str, plan[e]))}</msg>' for e in experts if plan[e])
+        text += "".join(f'<msg to="{e}">{" ".join(label(i) for i in plan[e])}</msg>' for e in experts if plan[e])
         return text if mind.plan else text + "<done/>"
 
     def _work(self, problem: ArithProblem, strat: Strategy, mind: _Mind) -> str:
@@ -152,6 +152,6 @@ class ScriptedActor:
     def _post(self, strat: Strategy, fresh: dict[int, int]) -> str:
         if strat.share == "recompute" or not fresh:
             return ""
-        body = " ".join(f"{i}={v}" for i, v in fresh.items())
+        body = " ".join(f"{label(i)}={v}" for i, v in fresh.items())
         fresh.clear()
         return f'<post ch="general">{body}</post>'

@@ -25,4 +25,6 @@ class Task(Protocol):
 
     def sample(self, rng: np.random.Generator, n: int) -> Sequence[Problem]: ...
 
+    def parse_item(self, problem: Problem, ref: str) -> int | None: ...  # agent's item name -> index
+
     def grade(self, problem: Problem, item: int, answer: str) -> bool: ...
