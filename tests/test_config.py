@@ -71,6 +71,8 @@ def test_bad_type_names_the_key(override, fragment):
     ("task.dependency_rate=1.5", "task.dependency_rate must be in [0, 1]"),
     ("model.num_kv_heads=3", "model.num_heads must be a multiple of model.num_kv_heads"),
     ("eval.team_size=10", "eval.team_size must be in"),
+    ("task.items_per_problem=27", "task.items_per_problem must be in [1, 26]"),
+    ("task.items_per_problem=0", "task.items_per_problem must be in [1, 26]"),
 ])
 def test_bad_value_is_rejected(override, fragment):
     with pytest.raises(ConfigError) as e:
@@ -98,9 +100,6 @@ def test_overrides_parse_yaml_scalars():
     assert cfg.rl.kl_coef == 0.5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: PyYAML (YAML 1.1) reads '1e-3' (no dot) as a string, so `rl.lr=1e-3` on the command "
-    "line, or `lr: 1e-3` in a YAML file, is rejected as 'expected a number'"))
 @pytest.mark.parametrize("source", ["override", "yaml"])
 def test_exponent_without_dot_is_a_number(source, tmp_path):
     if source == "override":

@@ -29,6 +29,10 @@ class TaskConfig:
     """K: arithmetic items per problem; each correct item is worth 1/K of the score."""
     terms_per_item: int = 3
     """Operands per item (the work an agent writes out grows with it)."""
+    max_step: int = 3
+    """Largest operand after the first (1..max_step). Small steps keep the arithmetic learnable
+    by the tiny model in minutes (full mod-10 addition is not, on 2 CPU cores); raise it for
+    real models."""
     dependency_rate: float = 0.25
     """Probability that an item (after the first) uses an earlier item's result as its first operand."""
     modulus: int = 10
@@ -205,6 +209,11 @@ def _coerce(path: str, value: Any, typ: Any) -> Any:
             raise ConfigError(f"{path}: expected true/false, got {value!r}")
         return value
     if typ is float:
+        if isinstance(value, str):  # YAML 1.1 reads `1e-3` (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
         return float(value)
@@ -270,6 +279,7 @@ def validate(cfg: Config) -> Config:
     checks = [
         (1 <= cfg.task.items_per_problem <= 26, "task.items_per_problem must be in [1, 26] (items are labelled A-Z)"),
         (cfg.task.terms_per_item >= 2, "task.terms_per_item must be >= 2"),
+        (1 <= cfg.task.max_step < cfg.task.modulus, "task.max_step must be in [1, modulus - 1]"),
         (0.0 <= cfg.task.dependency_rate <= 1.0, "task.dependency_rate must be in [0, 1]"),
         (2 <= cfg.task.modulus <= 10, "task.modulus must be in [2, 10] (single-digit answers)"),
         (0 <= cfg.workflow.max_experts <= 8, "workflow.max_experts must be in [0, 8]"),

@@ -68,7 +68,7 @@ def test_empty_reply():
     ("</post>", "error: stray </post>"),
     ('<read ch="g" last="five"/>', "error: <read> last must be an integer"),
     ('<read ch="g" last="-1"/>', "error: <read> last must be an integer"),
-    ('<submit item="x">7</submit>', "error: <submit> item must be an integer"),
+    ('<submit item="">7</submit>', 'error: <submit> attribute "item" is empty'),
     ('<msg to="x">' + "a" * 2001 + "</msg>", "error: <msg> body too long (max 2000 chars)"),
     ('<wait now="1"/>', 'error: <wait> has unknown attribute "now"'),
     ('<msg to="a" to="b">x</msg>', 'error: <msg> repeats attribute "to"'),

@@ -12,7 +12,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from swarmrl.collective.clock import LatencyModel
@@ -148,7 +148,10 @@ latencies = st.builds(
     decode_tokens_per_s=st.sampled_from([10.0, 20.0, 100.0]),
     message_latency_s=st.sampled_from([0.0, 0.1, 0.5]),
 )
-property_settings = settings(max_examples=25, deadline=None, derandomize=True,
+# derandomize: the same 25 examples every run (a property test must not be flaky); no
+# shrinking: a failure is reported at once, with the (unshrunk) failing example.
+property_settings = settings(max_examples=25, deadline=None, derandomize=True, database=None,
+                             phases=[Phase.explicit, Phase.generate], report_multiple_bugs=False,
                              suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -202,17 +205,21 @@ def check_causality(r) -> int:
 def test_turn_sees_exactly_the_messages_delivered_since_its_last_turn(salt, n, k, latency, batching, time_limit):
     for r in simulate(salt, n, k, latency, time_limit, batching=batching):
         check_causality(r)
-        by_agent = {}
-        for t in r.turns:  # one agent never runs two turns at once
-            by_agent.setdefault(t.agent, []).append(t)
-        for ts in by_agent.values():
-            ts.sort(key=lambda t: t.start)
-            assert all(a.end <= b.start + 1e-12 for a, b in zip(ts, ts[1:]))
+
+
+@property_settings
+@given(salt=st.integers(0, 10_000), n=st.integers(1, 6), k=st.integers(1, 4), latency=latencies,
+       batching=st.booleans())
+def test_an_agent_never_runs_two_turns_at_once(salt, n, k, latency, batching):
+    for r in simulate(salt, n, k, latency, NO_DEADLINE, batching=batching):
+        for name in r.agents:
+            ts = sorted(turns_of(r, name), key=lambda t: t.start)
+            assert all(a.end <= b.start for a, b in zip(ts, ts[1:])), name
 
 
 def test_causality_check_has_teeth():
     """The random actor really exchanges messages, and the check catches a wrong observation."""
-    rollouts = simulate(3, 6, 3, LAT, NO_DEADLINE, batching=True)
+    rollouts = simulate(0, 6, 3, LAT, NO_DEADLINE, batching=True)
     assert sum(check_causality(r) for r in rollouts) > 10
     r = next(r for r in rollouts if any(_live_lines(t.observation) for t in r.turns))
     t = next(t for t in r.turns if _live_lines(t.observation))
@@ -236,8 +243,18 @@ def test_message_delivered_after_turn_start_waits_for_the_next_turn():
     sent = e1[0].end
     assert ceo[1].start < sent + 0.1 < ceo[1].end  # delivered while the ceo's long turn ran
     assert "hello" not in ceo[1].observation
-    assert ceo[2].start == pytest.approx(ceo[1].end)  # the ceo waits, then sees it (it is already there)
-    assert ceo[2].observation == "@expert-1: hello\n>>"
+    assert ceo[2].observation == "@expert-1: hello\n>>"  # the next turn shows it
+
+
+def test_message_that_arrived_during_a_turn_wakes_the_agent_when_it_is_free():
+    r, _ = run_script({
+        ("ceo", 0): '<hire role="expert">go</hire>',
+        ("ceo", 1): "x" * 40 + "<wait/>",
+        ("expert-1", 0): '<msg to="ceo">hello</msg><done/>',
+    })
+    ceo = turns_of(r, "ceo")
+    assert turns_of(r, "expert-1")[0].end + 0.1 < ceo[1].end  # delivered during the ceo's turn
+    assert ceo[2].start == pytest.approx(ceo[1].end)
 
 
 # ---------------------------------------------------------------- invariant 2: deadline
@@ -274,10 +291,6 @@ def test_deadline_counts_only_reward_earned_before_it():
     assert sum(r.agents["ceo"].gen_mask) == free.turns[0].generated_tokens + free.turns[1].generated_tokens
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runtime._safe_turns: when the last active agent is cut because its turn crosses the "
-    "deadline, the next wave finds no start times and finishes with end_reason 'idle' "
-    "instead of 'deadline'"))
 def test_rollout_cut_by_a_turn_crossing_the_deadline_ends_with_reason_deadline():
     rt = make_runtime()
     (p,) = problems(rt, 1)
@@ -305,9 +318,6 @@ def test_turn_that_would_start_after_the_deadline_never_happens():
     assert r.agents["expert-1"].turns == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runtime._safe_turns: the deadline is checked only for the earliest pending start s1; "
-    "a turn batched with it (s1 <= s < s1 + d_min) is run even when s >= time_limit"))
 def test_batched_turn_starting_after_the_deadline_never_happens():
     # expert-1 starts shortly before the deadline; the ceo is woken by a message shortly after it.
     # Both fall within d_min (0.65 s) of each other, so they share a wave.
@@ -325,10 +335,6 @@ def test_batched_turn_starting_after_the_deadline_never_happens():
     assert all(t.start < r.time_limit for t in r.turns), [(t.agent, t.start) for t in r.turns]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runtime._submit: an item's solve time is that of the first *applied* correct "
-    "submission, and turns are applied in start order, so a long turn that started first "
-    "shadows a teammate's earlier-landing correct submission (here costing the reward)"))
 def test_item_solved_at_the_earliest_correct_submission():
     rt = make_runtime()
     (p,) = problems(rt, 1)
@@ -405,8 +411,8 @@ def test_bad_expert_output_becomes_an_error_observation(case, reply, errors):
 
 
 def test_huge_garbage_reply_never_raises():
-    junk = "<" * 3000 + "<msg to=" * 200 + "\x00\xff</submit>" * 50
-    r, _ = run_script({("ceo", 0): junk, ("ceo", 1): "<done/>"})
+    junk = "<" * 300 + "<msg to=" * 40 + "\x00\xff</submit>" * 20 + '<submit item="A">'
+    r, _ = run_script({("ceo", 0): junk, ("ceo", 1): "<done/>"}, max_context_tokens=8192)
     assert len(turns_of(r, "ceo")) == 2
     assert r.counters["invalid_actions"] >= 1
     assert turns_of(r, "ceo")[1].observation.startswith("error: ")
@@ -488,13 +494,24 @@ def test_header_shows_the_cap_and_the_problem():
     assert TOK.decode(e1.ids).startswith(f"expert-1 boss=ceo\n{text}\n@ceo: go\n>>")
 
 
+# ---------------------------------------------------------------- schedules that disagree
+
+def test_turn_started_before_the_last_solve_runs_in_both_schedules():
+    rt = make_runtime(k=1)
+    (p,) = problems(rt, 1)
+    script = {
+        ("ceo", 0): '<hire role="expert">go</hire><hire role="expert">go</hire><wait/>',
+        ("expert-1", 0): f'<submit item="A">{p.item(1).answer}</submit><done/>',  # solves at ~0.7 s after start
+        ("expert-2", 0): "e" * 20 + "<done/>",  # starts at the same time as expert-1
+    }
+    batched, _ = run_script(script, k=1, batching=True)
+    reference, _ = run_script(script, k=1, batching=False)
+    assert batched.end_reason == reference.end_reason == "solved"
+    assert transcript(batched) == transcript(reference)
+
+
 # ---------------------------------------------------------------- fire semantics
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runtime: a fire takes effect at the ceo's turn end, but (batched) a turn of the fired "
-    "expert that started before it is still applied with full effect, while one-turn-at-a-time "
-    "never runs that turn: the two schedules disagree, and a fired expert can still submit and "
-    "send direct messages after its firing"))
 def test_fired_expert_has_no_effect_after_the_firing_and_schedules_agree():
     rt = make_runtime()
     (p,) = problems(rt, 1)
@@ -511,10 +528,6 @@ def test_fired_expert_has_no_effect_after_the_firing_and_schedules_agree():
     assert transcript(batched) == transcript(reference)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runtime._execute('read'): the archive is read at the turn's end against the posts "
-    "simulated so far, so it holds a post from a turn that started earlier but not an "
-    "earlier-delivered post from a turn that started later (not a prefix in time)"))
 def test_archive_read_is_a_prefix_in_time():
     script = {
         ("ceo", 0): '<hire role="expert">go</hire><hire role="expert">go</hire>',
@@ -553,11 +566,9 @@ def test_scripted_strategies_solve_every_item_without_a_deadline():
         assert r.counters["invalid_actions"] == 0, strat.label()
         assert r.counters["wrong_submits"] == 0, strat.label()
         assert r.org.peak_size == strat.experts + 1, strat.label()
-        workers = {a for a in r.solved_by.values()}
+        workers = set(r.solved_by.values())
         if strat.experts and not strat.ceo_works:
             assert "ceo" not in workers, strat.label()
-        if strat.share == "poll":
-            assert r.counters["archive_reads"] >= 0
         if strat.share != "recompute" and strat.experts > 1:
             assert r.counters["channel_posts"] > 0, strat.label()
     # the strategies differ in latency: a team of 8 splitting round-robin beats solo

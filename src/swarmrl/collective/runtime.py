@@ -112,39 +112,55 @@ class Runtime:
             wave += 1
 
     def _start_time(self, r: Rollout, a: Agent) -> float | None:
-        if a.status != "active":
+        """When the agent's next turn starts: max(agent free, trigger); None if nothing will wake it."""
+        if a.status not in ("active", "fired"):
             return None
         if a.ready_at is not None:
-            return a.ready_at
-        return r.bus.next_delivery(a.name, a.seen_upto)
+            start = a.ready_at
+        else:
+            d = r.bus.next_delivery(a.name, a.seen_upto)
+            start = None if d is None else max(d, a.free_at)
+        if a.status == "fired" and (start is None or a.fired_at is None or start >= a.fired_at):
+            return None  # a fired agent only finishes a turn it started before the fire
+        return start
 
     def _safe_turns(self, r: Rollout) -> list[TurnRequest]:
         starts = {n: s for n, a in r.agents.items() if (s := self._start_time(r, a)) is not None}
-        if len(r.solved) == r.problem.num_items:
-            return self._finish(r, max(r.solved.values()), "solved")
+        # Turns starting at or after the deadline never run (they could earn nothing).
+        starts = {n: s for n, s in starts.items() if s < r.time_limit}
         if not starts:
-            last = max([t.end for t in r.turns], default=0.0)
-            return self._finish(r, min(last, r.time_limit), "idle")
+            return self._finish(r)
         s1 = min(starts.values())
-        if s1 >= r.time_limit:
-            for a in r.agents.values():
-                if a.status == "active":
-                    a.status = "cut"
-            return self._finish(r, r.time_limit, "deadline")
         if not self.causal_batching:
             first = min(starts, key=lambda n: (starts[n], n))
             return [self._request(r, r.agents[first], s1)]
         horizon = s1 + self.latency.d_min
         return [self._request(r, r.agents[n], s) for n, s in sorted(starts.items()) if s < horizon]
 
-    def _finish(self, r: Rollout, t: float, reason: str) -> list[TurnRequest]:
-        r.finished_at, r.end_reason = t, reason
+    def _finish(self, r: Rollout) -> list[TurnRequest]:
+        """No agent has a turn left before the deadline: close the rollout.
+
+        Agents keep going after the last item is solved (ending early would depend on the
+        batch schedule); latency is the time the last item landed if all were solved.
+        """
+        cut = any(a.status in ("active", "cut") for a in r.agents.values())
+        for a in r.agents.values():
+            if a.status == "active":
+                a.status = "cut"
+        if len(r.solved) == r.problem.num_items:
+            r.finished_at, r.end_reason = max(r.solved.values()), "solved"
+        elif cut:
+            r.finished_at, r.end_reason = r.time_limit, "deadline"
+        else:
+            r.finished_at = min(max([t.end for t in r.turns], default=0.0), r.time_limit)
+            r.end_reason = "idle"
         return []
 
     def _request(self, r: Rollout, a: Agent, start: float) -> TurnRequest:
         # Invariant 1: the observation holds exactly the messages delivered in (seen_upto, start].
-        lines = a.pending + [render_message(m) for m in r.bus.inbox(a.name, a.seen_upto, start)]
-        a.pending, a.seen_upto = [], start
+        lines = a.pending + [line for ch, last, as_of in a.pending_reads for line in self._archive(r, a, ch, last, as_of)]
+        lines += [render_message(m) for m in r.bus.inbox(a.name, a.seen_upto, start)]
+        a.pending, a.pending_reads, a.seen_upto = [], [], start
         observation = "".join(line + "\n" for line in lines) + PROMPT_CUE
         a.append(self.tokenizer.encode(observation, add_special_tokens=False), generated=False)
         return TurnRequest(rollout=r, agent=a, start=start, observation=observation, prompt=list(a.ids))
@@ -156,6 +172,7 @@ class Runtime:
         a.append(reply.ids, generated=True, logprobs=reply.logprobs)
         a.tokens_prefilled = len(a.ids)
         a.turns += 1
+        a.ready_at = None  # set again below if the agent keeps working
         end = req.start + self.latency.turn_duration(new_prompt, len(reply.ids))
         body = [t for t in reply.ids if t not in self.tokenizer.all_special_ids]
         text = self.tokenizer.decode(body, skip_special_tokens=True)
@@ -164,13 +181,15 @@ class Runtime:
         if reply.hit_cap:
             errors.append(f"error: turn cut at {self.limits.max_new_tokens_per_turn} tokens")
             r.counters["hit_token_cap"] += 1
-        late = end > r.time_limit
+        a.free_at = end
+        late = end > r.time_limit or (a.fired_at is not None and end > a.fired_at)
         turn = Turn(agent=a.name, role=a.role, start=req.start, end=end, observation=req.observation,
                     reply=text, context_tokens=len(req.prompt), new_prompt_tokens=new_prompt, generated_tokens=len(reply.ids),
                     actions=[render_action(x) for x in parsed.actions], errors=errors, after_deadline=late)
         r.turns.append(turn)
-        if late:  # Invariant 2: effects after the deadline do not happen.
-            a.status = "cut"
+        if late:  # Invariant 2: effects after the deadline (or after being fired) do not happen.
+            if a.status == "active":
+                a.status = "cut"
             return
         next_state = "continue"
         for action in parsed.actions:
@@ -214,7 +233,9 @@ class Runtime:
             if isinstance(got, str):
                 return got
             r.counters["archive_reads"] += 1
-            a.pending += [render_message(m, archive=True) for m in got] or [f"#{at['ch']}~ (empty)"]
+            # Rendered at the agent's next turn: by then every post delivered up to `now`
+            # has been simulated, whatever the batch order.
+            a.pending_reads.append((at["ch"], int(at.get("last", 5)), now))
             return None
         if k == "hire":
             name, err = r.org.hire(a.name, at.get("role", "expert"))
@@ -233,6 +254,7 @@ class Runtime:
             r.counters["fires"] += 1
             r.bus.leave_all(at["who"], now)
             r.agents[at["who"]].status = "fired"
+            r.agents[at["who"]].fired_at = now
             return None
         if k == "create":
             if a.role != "ceo":
@@ -257,10 +279,19 @@ class Runtime:
             return f"error: no item {item_s!r}"
         correct = self.task.grade(r.problem, item, answer)
         r.submissions.append({"t": now, "agent": a.name, "item": item, "answer": answer, "correct": correct})
-        if item in r.solved:
-            r.counters["duplicate_submits"] += 1
-        elif correct:
+        if not correct:
+            r.counters["wrong_submits"] += 1
+        elif item not in r.solved or now < r.solved[item]:
+            # Turns are applied in start order, not end order: keep the earliest landing.
+            if item in r.solved:
+                r.counters["duplicate_submits"] += 1
             r.solved[item], r.solved_by[item] = now, a.name
         else:
-            r.counters["wrong_submits"] += 1
+            r.counters["duplicate_submits"] += 1
         return None
+
+    def _archive(self, r: Rollout, a: Agent, channel: str, last: int, as_of: float) -> list[str]:
+        got = r.bus.read_archive(a.name, channel, last, as_of)
+        if isinstance(got, str):  # membership changed since the read was accepted
+            return [got]
+        return [render_message(m, archive=True) for m in got] or [f"#{channel}~ (empty)"]

@@ -19,7 +19,10 @@ class Agent:
     created_at: float
     ready_at: float | None  # when the next turn may start; None = waiting for a message
     seen_upto: float  # messages delivered at or before this time have been shown
-    pending: list[str] = field(default_factory=list)  # error / archive / notice lines for the next observation
+    free_at: float = 0.0  # end of the agent's last turn: a waiting agent cannot start before it
+    fired_at: float | None = None  # effects of turns ending after this are dropped
+    pending: list[str] = field(default_factory=list)  # error / notice lines for the next observation
+    pending_reads: list[tuple[str, int, float]] = field(default_factory=list)  # (channel, last, as of time)
     status: str = "active"  # active | done | fired | cut
     turns: int = 0
     tokens_prefilled: int = 0  # context tokens already charged to the clock

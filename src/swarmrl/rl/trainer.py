@@ -117,7 +117,7 @@ class Trainer:
                     loss = loss + cfg.kl_coef * (kl * t["mask"]).sum() / num_tokens
                 loss.backward()
                 w = float(t["mask"].sum()) / max(num_tokens, 1)  # token share of this micro-batch
-                sums["loss"] = sums.get("loss", 0.0) + float(loss)
+                sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
                 for k, v in m.items():
                     sums[k] = sums.get(k, 0.0) + w * float(v)
                 sums["entropy"] = sums.get("entropy", 0.0) + float((ent * t["mask"]).sum()) / max(num_tokens, 1)

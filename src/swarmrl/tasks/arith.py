@@ -1,6 +1,6 @@
 """`arith`: K modular-arithmetic items per problem, some depending on earlier items.
 
-An item is a chain `a+b+c` (mod m). A dependent item starts from an earlier item's
+An item is a chain `a+b+c` (mod m), a in 0..m-1 and the later operands in 1..max_step. A dependent item starts from an earlier item's
 result, written `#j`: `#2+5+1`. Dependencies are what make the work not perfectly
 parallel: whoever solves a dependent item needs item j's result, so it must wait for a
 teammate to share it, compute it again, or the CEO must give both to the same expert.
@@ -65,7 +65,9 @@ class ArithTask:
     def _one(self, rng: np.random.Generator) -> ArithProblem:
         m, items = self.cfg.modulus, []
         for i in range(1, self.cfg.items_per_problem + 1):
-            terms = tuple(int(x) for x in rng.integers(0, m, size=self.cfg.terms_per_item))
+            first = int(rng.integers(0, m))
+            steps = rng.integers(1, self.cfg.max_step + 1, size=self.cfg.terms_per_item - 1)
+            terms = (first, *(int(x) for x in steps))
             dep = int(rng.integers(1, i)) if i > 1 and rng.random() < self.cfg.dependency_rate else None
             first = items[dep - 1].answer if dep is not None else terms[0]
             items.append(Item(i, terms, dep, (first + sum(terms[1:])) % m))
