@@ -13,11 +13,14 @@ class ScriptedRng:
     """Stands in for np.random.Generator: returns the scripted draws in call order."""
 
     def __init__(self, draws):
-        self.draws = list(draws)
+        # ("terms", [a, b, c]) is drawn as the first operand a, then the steps [b, c].
+        self.draws = []
+        for kind, value in draws:
+            self.draws += [("first", value[0]), ("steps", value[1:])] if kind == "terms" else [(kind, value)]
 
     def integers(self, low, high, size=None):
         kind, value = self.draws.pop(0)
-        assert kind == ("terms" if size is not None else "dep"), (kind, low, high, size)
+        assert kind in (("steps",) if size is not None else ("first", "dep")), (kind, low, high, size)
         if size is not None:
             assert len(value) == size and all(low <= v < high for v in value)
         else:
@@ -43,7 +46,7 @@ def constructed_problem() -> ArithProblem:
         ("terms", [1, 1, 1]), ("coin", 0.9),
         ("terms", [0, 6, 6]), ("coin", 0.0), ("dep", 2),
     ])
-    task = ArithTask(TaskConfig(items_per_problem=4, terms_per_item=3, dependency_rate=0.5, modulus=10))
+    task = ArithTask(TaskConfig(items_per_problem=4, terms_per_item=3, max_step=9, dependency_rate=0.5, modulus=10))
     (problem,) = task.sample(rng, 1)
     assert rng.draws == []
     return problem
@@ -62,18 +65,18 @@ def test_constructed_problem_answers_by_hand():
 
 
 def test_dependency_chain_answer_uses_the_dependency_result_not_its_first_term():
-    # 1: 9+9 = 18 -> 8 ; 2: #1+5 = 8+5 = 13 -> 3 ; 3: #2+0 = 3  (mod 10)
+    # 1: 9+9 = 18 -> 8 ; 2: #1+5 = 8+5 = 13 -> 3 ; 3: #2+1 = 4  (mod 10)
     rng = ScriptedRng([("terms", [9, 9]), ("terms", [4, 5]), ("coin", 0.0), ("dep", 1),
-                       ("terms", [7, 0]), ("coin", 0.0), ("dep", 2)])
-    task = ArithTask(TaskConfig(items_per_problem=3, terms_per_item=2, dependency_rate=1.0))
+                       ("terms", [7, 1]), ("coin", 0.0), ("dep", 2)])
+    task = ArithTask(TaskConfig(items_per_problem=3, terms_per_item=2, max_step=9, dependency_rate=1.0))
     (p,) = task.sample(rng, 1)
-    assert [it.answer for it in p.items] == [8, 3, 3]
+    assert [it.answer for it in p.items] == [8, 3, 4]
 
 
 def test_modulus_other_than_ten():
     # mod 7: 1: 6+5 = 11 -> 4 ; 2: #1+3 = 7 -> 0
     rng = ScriptedRng([("terms", [6, 5]), ("terms", [2, 3]), ("coin", 0.2), ("dep", 1)])
-    task = ArithTask(TaskConfig(items_per_problem=2, terms_per_item=2, dependency_rate=0.5, modulus=7))
+    task = ArithTask(TaskConfig(items_per_problem=2, terms_per_item=2, max_step=6, dependency_rate=0.5, modulus=7))
     (p,) = task.sample(rng, 1)
     assert [it.answer for it in p.items] == [4, 0]
 

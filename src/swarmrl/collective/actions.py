@@ -64,6 +64,7 @@ SPECS: MappingProxyType[str, TagSpec] = MappingProxyType({
     "hire": TagSpec(required=("role",), body="optional"),
     "fire": TagSpec(required=("who",)),
     "submit": TagSpec(required=("item",), body="required"),
+    "take": TagSpec(required=("item",)),
     "wait": TagSpec(),
     "done": TagSpec(),
     "create": TagSpec(required=("ch",), optional=("members",)),

@@ -161,6 +161,12 @@ class Runtime:
         lines = a.pending + [line for ch, last, as_of in a.pending_reads for line in self._archive(r, a, ch, last, as_of)]
         lines += [render_message(m) for m in r.bus.inbox(a.name, a.seen_upto, start)]
         a.pending, a.pending_reads, a.seen_upto = [], [], start
+        for line in lines:  # results the agent has now seen (posts, messages, archive reads)
+            a.known.update(self.task.learn(r.problem, line))
+        if a.queue:  # the work desk: the item in hand is shown last, right before the cue
+            lines.append(self.task.render_item(r.problem, a.queue[0], a.known))
+        elif a.took:
+            lines.append("(no items left)")
         observation = "".join(line + "\n" for line in lines) + PROMPT_CUE
         a.append(self.tokenizer.encode(observation, add_special_tokens=False), generated=False)
         return TurnRequest(rollout=r, agent=a, start=start, observation=observation, prompt=list(a.ids))
@@ -221,6 +227,14 @@ class Runtime:
         k, at = act.kind, act.attrs
         if k == "submit":
             return self._submit(r, a, at["item"], act.body or "", now)
+        if k == "take":
+            items = self.task.take(r.problem, at["item"])
+            if items is None:
+                return f"error: no item or range {at['item']!r}"
+            # Taken items go to the front (e.g. recomputing a dependency before the item needing it).
+            a.queue = items + [i for i in a.queue if i not in items]
+            a.took = True
+            return None
         if k == "msg":
             if not r.org.is_active(at["to"]) or at["to"] == a.name:
                 return f"error: no active teammate named {at['to']!r}"
@@ -278,6 +292,9 @@ class Runtime:
         if item is None:
             return f"error: no item {item_s!r}"
         correct = self.task.grade(r.problem, item, answer)
+        a.known[item] = answer.strip()
+        if item in a.queue:
+            a.queue.remove(item)
         r.submissions.append({"t": now, "agent": a.name, "item": item, "answer": answer, "correct": correct})
         if not correct:
             r.counters["wrong_submits"] += 1

@@ -23,6 +23,9 @@ class Agent:
     fired_at: float | None = None  # effects of turns ending after this are dropped
     pending: list[str] = field(default_factory=list)  # error / notice lines for the next observation
     pending_reads: list[tuple[str, int, float]] = field(default_factory=list)  # (channel, last, as of time)
+    queue: list[int] = field(default_factory=list)  # items taken and not yet submitted, in order
+    took: bool = False  # has taken work at least once (then an empty queue is reported)
+    known: dict[int, str] = field(default_factory=dict)  # item results this agent has seen
     status: str = "active"  # active | done | fired | cut
     turns: int = 0
     tokens_prefilled: int = 0  # context tokens already charged to the clock

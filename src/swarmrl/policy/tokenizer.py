@@ -19,7 +19,7 @@ ACTION_TOKENS = [
     '<hire role="expert"/>', "<wait/>", "<done/>",
     '<msg to="', "</msg>", '<post ch="', "</post>", '<submit item="', "</submit>",
     '<read ch="', '" last="', '<fire who="', '<create ch="', '" members="', '"/>', '">',
-    "expert-", "ceo", "general", ">>",
+    "expert-", "ceo", "general", ">>", '<take item="',
 ]
 
 

@@ -7,9 +7,13 @@ teammate to share it, compute it again, or the CEO must give both to the same ex
 Each item is graded on its own (partial credit); the runtime adds an item's 1/K to the
 score only if it was submitted correctly before the deadline.
 
-Items are labelled A, B, C, ... rather than 1, 2, 3: a label then never collides with an
-operand digit, so finding "item E" in the context is a clean lookup for a small model.
-The work format an agent writes for item E = `#B+3+1` when item B's result is 7:
+Items are labelled A, B, C, .... Agents `<take item="C-E"/>` a range of items onto their
+desk; the item in hand is shown at the end of each observation, with a dependency filled
+in if the agent has seen its result (`E:7+3+1`), or left open if not (`E:#B+3+1`: wait for
+a teammate to share it, poll the channel archive, or take B and compute it too).
+Why a desk: a tiny model trained for minutes cannot learn to look up "item E" by label in a
+long context (measured: no progress in 1,500 steps), but copies from a fixed offset at once.
+The work format for the item in hand `E:7+3+1`:
 `[E]7+3=0+1=1<submit item="E">1</submit>` — every partial sum is written out, so solving
 costs tokens (and therefore simulated time) in proportion to the item's length.
 """
@@ -17,6 +21,7 @@ costs tokens (and therefore simulated time) in proportion to the item's length.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +86,28 @@ class ArithTask:
         idx = ord(ref) - ord("A") + 1 if len(ref) == 1 and ref.isupper() else 0
         return idx if 1 <= idx <= problem.num_items else None
 
+    def take(self, problem: ArithProblem, ref: str) -> list[int] | None:
+        """"C" or "C-E" -> [3] or [3, 4, 5]; None if not a valid item or range."""
+        a, _, b = ref.strip().partition("-")
+        lo, hi = self.parse_item(problem, a), self.parse_item(problem, b or a)
+        return list(range(lo, hi + 1)) if lo is not None and hi is not None and lo <= hi else None
+
+    def render_item(self, problem: ArithProblem, index: int, known: dict[int, str]) -> str:
+        """The item in hand, its dependency filled in when the agent knows the result."""
+        item = problem.item(index)
+        if item.dep is not None and item.dep in known:
+            return f"{label(index)}:" + "+".join([known[item.dep]] + [str(t) for t in item.terms[1:]])
+        return item.text()
+
+    def learn(self, problem: ArithProblem, line: str) -> dict[int, str]:
+        """Results stated in a line the agent saw ("B=7 C=1"), as claimed (they may be wrong)."""
+        out = {}
+        for ref, value in _RESULT.findall(line):
+            idx = self.parse_item(problem, ref)
+            if idx is not None:
+                out[idx] = value
+        return out
+
     def grade(self, problem: ArithProblem, item: int, answer: str) -> bool:
         if not 1 <= item <= problem.num_items:
             return False
@@ -91,13 +118,16 @@ def _stable_id(key: str) -> str:
     return "arith-" + hashlib.sha1(key.encode()).hexdigest()[:10]
 
 
-def work_text(problem: ArithProblem, index: int, known: dict[int, int], submit: bool = True) -> str:
-    """The scripted solution of one item: partial sums, then (optionally) the submission.
+_RESULT = re.compile(r"\b([A-Z])=(\d)\b")
+
+
+def work_text(problem: ArithProblem, index: int, known: dict[int, str], submit: bool = True) -> str:
+    """The scripted solution of the item in hand: partial sums, then the submission.
 
     `known` holds results the writer has seen; a dependency must be in it.
     """
     item = problem.item(index)
-    acc = known[item.dep] if item.dep is not None else item.terms[0]
+    acc = int(known[item.dep]) if item.dep is not None else item.terms[0]
     parts = [f"[{label(index)}]{acc}"]
     for t in item.terms[1:]:
         acc = (acc + t) % problem.modulus

@@ -1,0 +1,42 @@
+"""Model factory: the tiny default, and the real loading path on a model saved in the test."""
+
+import pytest
+import torch
+
+from swarmrl.config import ModelConfig
+from swarmrl.policy.model import build_tiny_policy, load_policy, make_policy, save_policy
+from swarmrl.policy.tokenizer import END, build_tokenizer
+
+TINY = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+
+
+def test_tokenizer_round_trips_text_and_makes_actions_single_tokens():
+    tok = build_tokenizer()
+    text = 'ceo max=8\nA:3+1+2\n>>[A]3+1=4+2=6<submit item="A">6</submit><hire role="expert"/> é'
+    ids = tok.encode(text, add_special_tokens=False)
+    assert tok.decode(ids) == text
+    assert len(tok.encode('<hire role="expert"/>', add_special_tokens=False)) == 1
+    assert tok.convert_tokens_to_ids(END) == tok.eos_token_id
+
+
+def test_tiny_policy_is_qwen3_with_sizes_from_config():
+    p = build_tiny_policy(TINY)
+    assert p.model.config.model_type == "qwen3"
+    assert p.model.config.hidden_size == 32 and p.model.config.num_hidden_layers == 1
+    assert p.model.config.vocab_size == len(p.tokenizer)
+
+
+def test_saved_model_loads_by_path_through_the_hub_code_path(tmp_path):
+    p = build_tiny_policy(TINY, seed=3)
+    save_policy(p, tmp_path / "m")
+    assert (tmp_path / "m" / "model.safetensors").exists()
+    q = make_policy(ModelConfig(name_or_path=str(tmp_path / "m")))
+    ids = torch.tensor([p.tokenizer.encode("A:1+2+3\n>>", add_special_tokens=False)])
+    with torch.no_grad():
+        assert torch.allclose(p.model(ids).logits, q.model(ids).logits, atol=1e-6)
+    assert q.end_id == p.end_id and q.pad_id == p.pad_id
+
+
+def test_unknown_model_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="cannot load model"):
+        load_policy(tmp_path / "nope")
