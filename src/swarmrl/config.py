@@ -75,7 +75,7 @@ class SamplerConfig:
     """Generation engine (`hf`: transformers generate)."""
     temperature: float = 1.0
     """Sampling temperature for rollouts (1.0 keeps behaviour log-probs exact)."""
-    max_new_tokens_per_turn: int = 192
+    max_new_tokens_per_turn: int = 64
     """Token cap of one agent turn; a turn that hits it is cut and counted as invalid."""
     max_turns_per_agent: int = 12
     """Turns one agent may take in a rollout (stops loops)."""

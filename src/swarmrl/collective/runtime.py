@@ -127,9 +127,10 @@ class Runtime:
     def _safe_turns(self, r: Rollout) -> list[TurnRequest]:
         starts = {n: s for n, a in r.agents.items() if (s := self._start_time(r, a)) is not None}
         # Turns starting at or after the deadline never run (they could earn nothing).
+        beyond = any(s >= r.time_limit for s in starts.values())
         starts = {n: s for n, s in starts.items() if s < r.time_limit}
         if not starts:
-            return self._finish(r)
+            return self._finish(r, deadline_hit=beyond)
         s1 = min(starts.values())
         if not self.causal_batching:
             first = min(starts, key=lambda n: (starts[n], n))
@@ -137,16 +138,16 @@ class Runtime:
         horizon = s1 + self.latency.d_min
         return [self._request(r, r.agents[n], s) for n, s in sorted(starts.items()) if s < horizon]
 
-    def _finish(self, r: Rollout) -> list[TurnRequest]:
+    def _finish(self, r: Rollout, deadline_hit: bool) -> list[TurnRequest]:
         """No agent has a turn left before the deadline: close the rollout.
 
         Agents keep going after the last item is solved (ending early would depend on the
         batch schedule); latency is the time the last item landed if all were solved.
         """
-        cut = any(a.status in ("active", "cut") for a in r.agents.values())
+        cut = deadline_hit or any(a.status == "cut" for a in r.agents.values())
         for a in r.agents.values():
-            if a.status == "active":
-                a.status = "cut"
+            if a.status == "active":  # still had work (or was waiting for a message)
+                a.status = "cut" if deadline_hit else "idle"
         if len(r.solved) == r.problem.num_items:
             r.finished_at, r.end_reason = max(r.solved.values()), "solved"
         elif cut:
