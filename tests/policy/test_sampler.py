@@ -79,14 +79,16 @@ def test_turn_stops_at_the_end_token_and_hit_cap_otherwise(policy):
     prompts = prompts_of_lengths([6, 13])
     greedy = HFSampler(policy).generate(prompts, 8, seed=0, greedy=True)
     assert all(s.hit_cap and len(s.ids) == 8 for s in greedy)  # the end token never came
-    # Pretend the third greedy token of prompt 0 ends a turn: generation must stop right after it.
-    stop = greedy[0].ids[2]
-    assert stop not in greedy[0].ids[:2]
+    # Pretend a later greedy token of prompt 0 (its first new one) ends a turn: generation
+    # must stop right after it.
+    ids0 = greedy[0].ids
+    j = next(j for j in range(1, len(ids0)) if ids0[j] not in ids0[:j])
+    stop = ids0[j]
     pol = dataclasses.replace(policy, end_id=stop)
     out = HFSampler(pol).generate(prompts, 8, seed=0, greedy=True)
-    assert out[0].ids == greedy[0].ids[:3]
+    assert out[0].ids == ids0[:j + 1]
     assert out[0].hit_cap is False
-    assert len(out[0].logprobs) == 3
+    assert len(out[0].logprobs) == j + 1
     other = greedy[1].ids
     expect = other[:other.index(stop) + 1] if stop in other else other
     assert out[1].ids == expect
