@@ -132,7 +132,7 @@ class Trainer:
         for s in seqs:
             role_tokens[s.role] = role_tokens.get(s.role, 0) + sum(s.gen_mask)
         for role, ents in role_ent.items():
-            out[f"role/{role}/entropy"] = sum(ents) / max(role_tokens[role], 1) * 1.0
+            out[f"role/{role}/entropy"] = sum(ents) / max(role_tokens[role], 1)
             out[f"role/{role}/generated_tokens"] = role_tokens[role]
         out["adv_abs_mean"] = float(np.mean([abs(s.advantage) for s in seqs])) if seqs else 0.0
         return out
