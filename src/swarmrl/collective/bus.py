@@ -158,6 +158,11 @@ class MessageBus:
                 ch.spans[member][-1].end = now
                 self._log(now, member, "leave", name, "ok")
 
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """Every accepted message, in id order (for transcripts and tests)."""
+        return tuple(self._messages)
+
     def members(self, channel: str) -> frozenset[str]:
         ch = self._channels.get(channel)
         return ch.current() if ch is not None else frozenset()

@@ -244,12 +244,13 @@ class Runtime:
         if k == "post":
             return self._sent(r, r.bus.post(a.name, at["ch"], act.body or "", now), "channel_posts")
         if k == "read":
-            got = r.bus.read_archive(a.name, at["ch"], int(at.get("last", 5)), now)
-            if isinstance(got, str):
-                return got
+            if a.name not in r.bus.members(at["ch"]):
+                return f"error: you are not a member of {at['ch'][:40]}"
+            if int(at.get("last", 5)) < 1:
+                return "error: last must be at least 1"
             r.counters["archive_reads"] += 1
-            # Rendered at the agent's next turn: by then every post delivered up to `now`
-            # has been simulated, whatever the batch order.
+            # Read (once, by the bus, audited there) at the agent's next turn: by then every
+            # post delivered up to `now` has been simulated, whatever the batch order.
             a.pending_reads.append((at["ch"], int(at.get("last", 5)), now))
             return None
         if k == "hire":

@@ -94,5 +94,5 @@ class Rollout:
             "solved": {str(k): v for k, v in self.solved.items()},
             "counters": dict(self.counters),
             "turns": [t.__dict__ for t in self.turns],
-            "messages": [m.__dict__ for m in self.bus._messages],
+            "messages": [m.__dict__ for m in self.bus.messages],
         }

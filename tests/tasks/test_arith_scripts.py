@@ -1,0 +1,76 @@
+"""Scripted role policies (the warm start's demonstrations): every strategy solves every item."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from swarmrl.collective.clock import LatencyModel
+from swarmrl.collective.runtime import Runtime, RuntimeLimits
+from swarmrl.config import TaskConfig
+from swarmrl.policy.tokenizer import build_tokenizer
+from swarmrl.tasks.arith import ArithTask, work_text
+from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy, blocks
+
+TOK = build_tokenizer()
+END = TOK.convert_tokens_to_ids("<|end|>")
+NO_DEADLINE = 1e9
+
+
+def make_runtime(k: int = 4, dep: float = 0.5, **limits) -> Runtime:
+    task = ArithTask(TaskConfig(items_per_problem=k, terms_per_item=2, dependency_rate=dep))
+    lat = LatencyModel(call_overhead_s=0.5, prefill_tokens_per_s=2000.0, decode_tokens_per_s=20.0,
+                       message_latency_s=0.1)
+    return Runtime(task, TOK, lat, RuntimeLimits(**limits))
+
+
+def problems(rt: Runtime, n: int, seed: int = 0):
+    return rt.task.sample(np.random.default_rng(seed), n)
+
+
+def test_blocks_are_contiguous_and_near_equal():
+    assert blocks(8, 3) == [(1, 3), (4, 6), (7, 8)]
+    assert blocks(8, 8) == [(i, i) for i in range(1, 9)]
+    assert blocks(3, 5) == [(1, 1), (2, 2), (3, 3)]  # never more workers than items
+
+
+STRATEGIES = [Strategy(0, share="recompute")]
+STRATEGIES += [Strategy(k, share=share, ceo_works=cw)
+               for k in (1, 3, 4, 8) for share in ("wait", "poll", "recompute") for cw in (False, True)]
+
+
+def test_scripted_strategies_solve_every_item_without_a_deadline():
+    rt = make_runtime(k=8, dep=0.5, max_turns_per_agent=64, max_context_tokens=4096)
+    probs = problems(rt, len(STRATEGIES), seed=11)
+    assert sum(it.dep is not None for p in probs for it in p.items) > 20  # dependencies are exercised
+    rollouts = [rt.new_rollout(i, i, p, NO_DEADLINE, 8) for i, p in enumerate(probs)]
+    actor = ScriptedActor(TOK, END, dict(enumerate(STRATEGIES)))
+    rt.run(rollouts, actor, seed=0)
+    for r, strat in zip(rollouts, STRATEGIES):
+        assert r.score == 1.0, strat.label()
+        assert r.end_reason == "solved", strat.label()
+        assert r.counters["invalid_actions"] == 0, strat.label()
+        assert r.counters["wrong_submits"] == 0, strat.label()
+        assert r.org.peak_size == strat.experts + 1, strat.label()
+        workers = set(r.solved_by.values())
+        if strat.experts and not strat.ceo_works:
+            assert "ceo" not in workers, strat.label()
+        if strat.share != "recompute" and strat.experts > 1:
+            assert r.counters["channel_posts"] > 0, strat.label()
+    # the strategies differ in latency: a team of 8 beats solo
+    by_label = {s.label(): r.finished_at for s, r in zip(STRATEGIES, rollouts)}
+    assert by_label[Strategy(8, "recompute").label()] < by_label[Strategy(0, share="recompute").label()]
+
+
+def test_scripted_work_text_is_what_the_solo_ceo_writes():
+    rt = make_runtime(k=3, dep=1.0)
+    (p,) = problems(rt, 1, seed=2)
+    r = rt.new_rollout(0, 0, p, NO_DEADLINE, 8)
+    rt.run([r], ScriptedActor(TOK, END, {0: Strategy(0, share="recompute")}), seed=0)
+    # one turn takes all items onto the desk, then one item per turn, then done
+    assert r.turns[0].reply == f'<take item="A-{chr(64 + p.num_items)}"/>'
+    known = {}
+    for it, turn in zip(p.items, r.turns[1:]):
+        assert turn.reply == work_text(p, it.index, known)
+        known[it.index] = str(it.answer)
+    assert r.turns[-1].reply == "<done/>" and r.turns[-2].observation.endswith(">>")
+    assert len(r.turns) == len(p.items) + 2 and r.score == 1.0
