@@ -4,12 +4,14 @@ and the tie-breaking rules that keep batched and one-turn-at-a-time schedules id
 from __future__ import annotations
 
 import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from swarmrl.collective.runtime import render_message
+from runtime_helpers import (LAT, NO_DEADLINE, latencies, make_runtime, problems, property_settings,
+                             run_script, simulate, transcript, turns_of)
 
-from runtime_helpers import LAT, NO_DEADLINE, make_runtime, problems, run_script, turns_of, transcript, simulate, latencies, property_settings
+from swarmrl.collective.runtime import render_message
 
 # ---------------------------------------------------------------- invariant 1: causality
 
