@@ -7,6 +7,7 @@ import pytest
 
 from swarmrl.config import TaskConfig
 from swarmrl.tasks.arith import ArithProblem, ArithTask, Item, work_text
+from swarmrl.tasks.base import Grade
 
 
 class ScriptedRng:
@@ -97,16 +98,16 @@ def test_sampled_answers_match_an_independent_recomputation():
 def test_grade():
     task = ArithTask(TaskConfig(items_per_problem=4))
     p = constructed_problem()
-    assert task.grade(p, 4, "9")
-    assert task.grade(p, 4, " 9\n")  # surrounding whitespace is ignored
-    assert not task.grade(p, 4, "8")
-    assert not task.grade(p, 4, "19")
-    assert not task.grade(p, 4, "nine")
-    assert not task.grade(p, 4, "")
-    assert task.grade(p, 1, "2") and not task.grade(p, 2, "2")
-    assert not task.grade(p, 0, "2")  # out of range items are never correct
-    assert not task.grade(p, 5, "2")
-    assert not task.grade(p, -1, "9")
+    assert task.grade(p, 4, "9") == Grade(1.0, "pass")
+    assert task.grade(p, 4, " 9\n").correct  # surrounding whitespace is ignored
+    assert not task.grade(p, 4, "8").correct
+    assert not task.grade(p, 4, "19").correct
+    assert not task.grade(p, 4, "nine").correct
+    assert not task.grade(p, 4, "").correct
+    assert task.grade(p, 1, "2").correct and not task.grade(p, 2, "2").correct
+    assert not task.grade(p, 0, "2").correct  # out of range items are never correct
+    assert not task.grade(p, 5, "2").correct
+    assert not task.grade(p, -1, "9").correct
 
 
 def test_work_text_for_a_dependent_item():

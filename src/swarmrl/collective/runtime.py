@@ -293,18 +293,23 @@ class Runtime:
         item = self.task.parse_item(r.problem, item_s)
         if item is None:
             return f"error: no item {item_s!r}"
-        correct = self.task.grade(r.problem, item, answer)
+        grade = self.task.grade(r.problem, item, answer)
         a.known[item] = answer.strip()
         if item in a.queue:
             a.queue.remove(item)
-        r.submissions.append({"t": now, "agent": a.name, "item": item, "answer": answer, "correct": correct})
-        if not correct:
+        r.submissions.append({"t": now, "agent": a.name, "item": item, "answer": answer,
+                              "correct": grade.correct, "score": grade.score, "status": grade.status})
+        if grade.status == "infra_error":  # not the agent's fault: counted, and the trainer drops the rollout
+            r.counters["infra_errors"] += 1
+            return None
+        if not grade.correct:
             r.counters["wrong_submits"] += 1
-        elif item not in r.solved or now < r.solved[item]:
-            # Turns are applied in start order, not end order: keep the earliest landing.
+        elif item not in r.solved or grade.score > r.item_scores[item] or (
+                grade.score == r.item_scores[item] and now < r.solved[item]):
+            # Turns are applied in start order, not end order: keep the best, then the earliest landing.
             if item in r.solved:
                 r.counters["duplicate_submits"] += 1
-            r.solved[item], r.solved_by[item] = now, a.name
+            r.solved[item], r.solved_by[item], r.item_scores[item] = now, a.name, grade.score
         else:
             r.counters["duplicate_submits"] += 1
         return None

@@ -66,18 +66,19 @@ class Rollout:
     turns: list[Turn] = field(default_factory=list)
     solved: dict[int, float] = field(default_factory=dict)  # item -> time its correct submission landed
     solved_by: dict[int, str] = field(default_factory=dict)
+    item_scores: dict[int, float] = field(default_factory=dict)  # item -> credit of its kept submission, in [0, 1]
     submissions: list[dict] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=lambda: {
         "invalid_actions": 0, "hit_token_cap": 0, "wrong_submits": 0, "duplicate_submits": 0,
         "context_overflow": 0, "hires": 0, "fires": 0, "direct_messages": 0, "channel_posts": 0,
-        "archive_reads": 0, "message_tokens": 0})
+        "archive_reads": 0, "message_tokens": 0, "infra_errors": 0})
     finished_at: float | None = None
     end_reason: str = ""
 
     @property
     def score(self) -> float:
         """Invariant 2: reward earned at or before the deadline, and nothing after it."""
-        earned = sum(1 for t in self.solved.values() if t <= self.time_limit)
+        earned = sum(self.item_scores.get(i, 1.0) for i, t in self.solved.items() if t <= self.time_limit)
         return earned / self.problem.num_items
 
     @property
@@ -92,6 +93,7 @@ class Rollout:
             "team": [{"name": a.name, "role": a.role, "created_at": a.created_at, "status": a.status}
                      for a in self.agents.values()],
             "solved": {str(k): v for k, v in self.solved.items()},
+            "item_scores": {str(k): v for k, v in self.item_scores.items()},
             "counters": dict(self.counters),
             "turns": [t.__dict__ for t in self.turns],
             "messages": [m.__dict__ for m in self.bus.messages],

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from swarmrl.config import TaskConfig
+from swarmrl.tasks.base import Grade
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,9 @@ class ArithTask:
                 out[idx] = value
         return out
 
-    def grade(self, problem: ArithProblem, item: int, answer: str) -> bool:
-        if not 1 <= item <= problem.num_items:
-            return False
-        return answer.strip() == str(problem.item(item).answer)
+    def grade(self, problem: ArithProblem, item: int, answer: str) -> Grade:
+        ok = 1 <= item <= problem.num_items and answer.strip() == str(problem.item(item).answer)
+        return Grade(1.0, "pass") if ok else Grade(0.0, "fail")
 
 
 def _stable_id(key: str) -> str:

@@ -6,9 +6,28 @@ teams, time and messages lives in the runtime.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import numpy as np
+
+
+GRADE_STATUSES = ("pass", "fail", "timeout", "memory", "error", "infra_error")
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One graded submission. `infra_error` means the grader itself failed (sandbox did not
+    start, ...): the runtime counts it and the trainer drops the rollout from the loss
+    instead of treating it as a zero reward."""
+
+    score: float  # in [0, 1]; partial credit (e.g. the fraction of tests passed)
+    status: str = "pass"  # one of GRADE_STATUSES
+    detail: str = ""  # short human-readable evidence, written to samples/
+
+    @property
+    def correct(self) -> bool:
+        return self.score > 0 and self.status != "infra_error"
 
 
 class Problem(Protocol):
@@ -27,4 +46,4 @@ class Task(Protocol):
 
     def parse_item(self, problem: Problem, ref: str) -> int | None: ...  # agent's item name -> index
 
-    def grade(self, problem: Problem, item: int, answer: str) -> bool: ...
+    def grade(self, problem: Problem, item: int, answer: str) -> Grade: ...
