@@ -104,3 +104,38 @@ def test_greedy_picks_the_argmax(policy):
             nxt = int(policy.model(input_ids=ids).logits[0, -1].argmax())
             assert tok == nxt
             ids = torch.cat([ids, torch.tensor([[tok]])], dim=1)
+
+
+def test_dropping_finished_rows_keeps_the_others_exact(policy):
+    """Rows that end early leave the batch and the KV cache; the rest must decode exactly as
+    if each prompt were alone (greedy, so the comparison is token for token)."""
+    prompts = prompts_of_lengths([6, 13, 3, 21], seed=5)
+    alone = [HFSampler(policy).generate([x], 10, seed=0, greedy=True)[0].ids for x in prompts]
+    # End token = the 3rd greedy token of prompt 0, so that row (and any other emitting it) drops out early.
+    stop = alone[0][2]
+    pol = dataclasses.replace(policy, end_id=stop)
+    batched = HFSampler(pol).generate(prompts, 10, seed=0, greedy=True)
+    dropped = 0
+    for ids, s in zip(alone, batched):
+        want = ids[:ids.index(stop) + 1] if stop in ids else ids
+        dropped += stop in ids
+        assert s.ids == want
+    assert 1 <= dropped < len(prompts)  # the check exercised a partial drop
+    for prompt, s in zip(prompts, batched):  # log-probs stay exact after the cache was pruned
+        assert torch.allclose(torch.tensor(s.logprobs), recomputed(pol, prompt, s.ids), atol=1e-4)
+
+
+def test_stop_strings_end_a_turn(policy):
+    (prompt,) = prompts_of_lengths([7], seed=2)
+    (full,) = HFSampler(policy).generate([prompt], 8, seed=0, greedy=True)
+    text = policy.tokenizer.decode(full.ids[:3], skip_special_tokens=False)
+    (s,) = HFSampler(policy, stop_strings=[text[-1]]).generate([prompt], 8, seed=0, greedy=True)
+    # It stops at the first token whose decoded text ends with the stop string.
+    assert len(s.ids) <= 3 and s.ids == full.ids[:len(s.ids)]
+    assert policy.tokenizer.decode(s.ids, skip_special_tokens=False).endswith(text[-1])
+    assert s.hit_cap is False
+
+
+def test_temperature_must_be_positive(policy):
+    with pytest.raises(ValueError, match="temperature"):
+        HFSampler(policy, temperature=0.0)

@@ -1,17 +1,24 @@
 """Batched sampling that returns token ids and behaviour log-probs.
 
 The runtime hands over every causally safe turn of every rollout at once; this sorts them
-by prompt length (less padding), generates in chunks with `model.generate`, stops each
-sequence at the end-of-turn token (or at stop strings, for chat models), and returns the
-log-probability of each sampled token under the sampling distribution, which the PPO
-ratio needs as its denominator.
+by prompt length (less padding) and decodes them together with a KV cache.
+
+Why not `model.generate`: agent turns have very different lengths (a one-token `<wait/>`
+next to a 60-token hiring turn), and `generate` keeps computing every row until the
+longest one ends. The loop below drops a row from the batch (and from the KV cache) as
+soon as it emits the end-of-turn token or a stop string, so the cost of a wave follows
+the tokens actually generated (measured: benchmarks/rollout_throughput.py). The returned
+log-probs are those of the distribution actually sampled from (temperature applied),
+which the PPO ratio needs as its denominator.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import torch
+from transformers import DynamicCache
 
 from swarmrl.policy.model import Policy
 
@@ -23,13 +30,26 @@ class Sample:
     hit_cap: bool = False  # True when the turn was cut at max_new_tokens
 
 
+def sample_tokens(logits: torch.Tensor, temperature: float, greedy: bool,
+                  generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [B, V] -> (token [B], log-prob of that token under the sampled distribution [B])."""
+    logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)  # [B, V]
+    if greedy:
+        tok = logp.argmax(dim=-1)  # [B]
+    else:
+        tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)  # [B]
+    return tok, logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
+
+
 class HFSampler:
     def __init__(self, policy: Policy, temperature: float = 1.0, max_batch_sequences: int = 256,
                  stop_strings: list[str] | None = None):
+        if temperature <= 0:
+            raise ValueError(f"sampler temperature must be > 0 (got {temperature}); use greedy=True instead")
         self.policy = policy
         self.temperature = temperature
         self.max_batch_sequences = max_batch_sequences
-        self.stop_strings = stop_strings
+        self.stop_strings = stop_strings or []
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
@@ -49,32 +69,55 @@ class HFSampler:
             model.train(was_training)
         return out  # type: ignore[return-value]
 
+    def _stopped(self, ids: list[int]) -> bool:
+        """Does the reply end with a stop string? (Chat models; the tiny model has an end token.)"""
+        if not self.stop_strings:
+            return False
+        tail = self.policy.tokenizer.decode(ids[-16:], skip_special_tokens=False)
+        return any(tail.endswith(s) for s in self.stop_strings)
+
     def _generate_chunk(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
                         greedy: bool) -> list[Sample]:
         p = self.policy
         device = p.model.device
-        width = max(len(x) for x in prompts)
-        # Left padding: generation appends on the right, so all prompts must end together.
-        input_ids = torch.full((len(prompts), width), p.pad_id, dtype=torch.long)  # [B, L]
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)  # [B, L]
-        for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids):] = 1
-        torch.manual_seed(seed)
-        kwargs = dict(stop_strings=self.stop_strings, tokenizer=p.tokenizer) if self.stop_strings else {}
-        gen = p.model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention.to(device),
-            do_sample=not greedy, temperature=self.temperature if not greedy else None,
-            top_k=None, top_p=None, max_new_tokens=max_new_tokens,
-            eos_token_id=p.end_id, pad_token_id=p.pad_id,
-            output_scores=True, return_dict_in_generate=True, **kwargs)
-        new = gen.sequences[:, width:].cpu()  # [B, G]
-        scores = torch.stack(gen.scores, dim=1).float().cpu()  # [B, G, V] processed (temperature-scaled) logits
-        logp = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # [B, G]
-        samples = []
-        for row in range(len(prompts)):
-            ids = new[row].tolist()
-            n = ids.index(p.end_id) + 1 if p.end_id in ids else len(ids)
-            samples.append(Sample(ids=ids[:n], logprobs=logp[row, :n].tolist(),
-                                  hit_cap=p.end_id not in ids[:n]))
-        return samples
+        B, width = len(prompts), max(len(x) for x in prompts)
+        # Left padding: every row's next token is predicted at the same (last) column.
+        ids = torch.full((B, width), p.pad_id, dtype=torch.long)  # [B, L]
+        attn = torch.zeros((B, width), dtype=torch.long)  # [B, L]
+        for row, x in enumerate(prompts):
+            ids[row, width - len(x):] = torch.tensor(x, dtype=torch.long)
+            attn[row, width - len(x):] = 1
+        ids, attn = ids.to(device), attn.to(device)
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)  # [B, L] positions ignore the padding
+        gen = torch.Generator(device=device).manual_seed(seed)
+        cache = DynamicCache()
+        # transformers 5 renamed `past_key_values` to `cache`; remote-code models may still use the old name.
+        kw = "cache" if "cache" in inspect.signature(p.model.forward).parameters else "past_key_values"
+        out = p.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1,
+                      **{kw: cache})
+        logits = out.logits[:, -1]  # [B, V]
+        active = torch.arange(B, device=device)  # [A] original row of each batch row still decoding
+        next_pos = pos[:, -1] + 1  # [A]
+        toks: list[list[int]] = [[] for _ in range(B)]
+        lps: list[list[float]] = [[] for _ in range(B)]
+        for t in range(max_new_tokens):
+            tok, lp = sample_tokens(logits, self.temperature, greedy, gen)  # [A], [A]
+            keep = []
+            for j, (row, k, v) in enumerate(zip(active.tolist(), tok.tolist(), lp.tolist())):
+                toks[row].append(k)
+                lps[row].append(v)
+                if k != p.end_id and not self._stopped(toks[row]):
+                    keep.append(j)
+            if not keep or t == max_new_tokens - 1:
+                break
+            if len(keep) < len(active):  # drop finished rows from the batch and the KV cache
+                sel = torch.tensor(keep, device=device)
+                active, tok, next_pos, attn = active[sel], tok[sel], next_pos[sel], attn[sel]
+                cache.batch_select_indices(sel)
+            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)  # [A, L+t+1]
+            out = p.model(input_ids=tok.unsqueeze(-1), attention_mask=attn, position_ids=next_pos.unsqueeze(-1),
+                          use_cache=True, logits_to_keep=1, **{kw: cache})
+            logits = out.logits[:, -1]
+            next_pos = next_pos + 1
+        return [Sample(ids=toks[r], logprobs=lps[r],
+                       hit_cap=toks[r][-1] != p.end_id and not self._stopped(toks[r])) for r in range(B)]
