@@ -5,6 +5,7 @@ An agent's reply is free text ("thinking", ignored) with action tags in it:
     <msg to="expert-2">text</msg>   <post ch="general">text</post>   <read ch="general" last="5"/>
     <hire role="expert"/>  (or <hire role="expert">brief</hire>)     <fire who="expert-2"/>
     <submit item="3">7</submit>     <wait/>   <done/>   <create ch="name" members="expert-1,expert-2"/>
+    <verdict item="C">yes</verdict>   <assign who="worker-1" item="A-C"/>     (fixed workflows only)
 
 `parse_reply` turns a reply into actions plus one short error line per problem; the
 runtime shows the errors to the agent as an observation. `render_action` is the inverse,
@@ -68,6 +69,9 @@ SPECS: MappingProxyType[str, TagSpec] = MappingProxyType({
     "wait": TagSpec(),
     "done": TagSpec(),
     "create": TagSpec(required=("ch",), optional=("members",)),
+    # Fixed workflows (workflows/graph.py): an evaluator's verdict, an orchestrator's plan.
+    "verdict": TagSpec(required=("item",), body="required"),
+    "assign": TagSpec(required=("who", "item")),
 })
 
 DEFAULT_READ_LAST = 5  # what `<read ch="x"/>` means; attrs keep only what was written

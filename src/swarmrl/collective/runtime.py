@@ -22,6 +22,7 @@ from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.org import Org
 from swarmrl.collective.state import Agent, Rollout, Turn
 from swarmrl.policy.sampler import Sample
+from swarmrl.workflows.graph import Workflow
 
 PROMPT_CUE = ">>"  # ends every observation: "your turn"
 GENERAL = "general"
@@ -51,9 +52,17 @@ class RuntimeLimits:
     max_messages_per_agent: int = 64
 
 
-def header(name: str, role: str, problem_text: str, max_experts: int) -> str:
-    first = f"ceo max={max_experts}" if role == "ceo" else f"{name} boss=ceo"
+def header(name: str, role: str, problem_text: str, max_experts: int, workflow: str | None = None) -> str:
+    if workflow is not None:  # a fixed workflow: the agent's name says its role, the workflow its place
+        first = f"{name} wf={workflow}"
+    else:
+        first = f"ceo max={max_experts}" if role == "ceo" else f"{name} boss=ceo"
     return f"{first}\n{problem_text}\n"
+
+
+def item_label(index: int) -> str:
+    """Items are named A, B, C, ... in every task (a single-answer task has only A)."""
+    return chr(ord("A") + index - 1)
 
 
 def render_message(m: Message, archive: bool = False) -> str:
@@ -74,19 +83,30 @@ class Runtime:
         self.limits = limits
 
     # ---------------------------------------------------------------- setup
-    def new_rollout(self, index: int, group: int, problem, time_limit: float, max_experts: int) -> Rollout:
+    def new_rollout(self, index: int, group: int, problem, time_limit: float, max_experts: int,
+                    workflow: Workflow | None = None) -> Rollout:
+        """An org with the CEO alone (RLCR; `single` = max_experts 0), or a fixed workflow
+        with every role staffed at t=0 (its sources start, the others wait for inputs)."""
         bus = MessageBus(latency_s=self.latency.message_latency_s,
                          max_message_chars=self.limits.max_message_chars,
                          max_messages_per_agent=self.limits.max_messages_per_agent)
-        org = Org(ceo="ceo", max_experts=max_experts)
+        org = Org(ceo="ceo", max_experts=max_experts if workflow is None else 0)
         r = Rollout(index=index, group=group, problem=problem, time_limit=time_limit,
-                    agents={}, org=org, bus=bus)
-        bus.create_channel(GENERAL, "ceo", ["ceo"], 0.0)
-        self._add_agent(r, "ceo", "ceo", 0.0, ready=True)
+                    agents={}, org=org, bus=bus, workflow=workflow)
+        if workflow is None:
+            bus.create_channel(GENERAL, "ceo", ["ceo"], 0.0)
+            self._add_agent(r, "ceo", "ceo", 0.0, ready=True)
+            return r
+        for spec in workflow.roles:
+            for name in spec.agent_names():
+                a = self._add_agent(r, name, spec.name, 0.0, ready=not spec.inputs)
+                if not spec.inputs and spec.expects == "answer":  # a source solver: every item on its desk
+                    a.queue, a.took = list(range(1, problem.num_items + 1)), True
         return r
 
     def _add_agent(self, r: Rollout, name: str, role: str, now: float, ready: bool) -> Agent:
-        ids = self.tokenizer.encode(header(name, role, r.problem.text(), r.org.max_experts),
+        wf = r.workflow.name if r.workflow is not None else None
+        ids = self.tokenizer.encode(header(name, role, r.problem.text(), r.org.max_experts, wf),
                                     add_special_tokens=False)
         # A new hire waits for its first message (its brief) instead of spending a turn on <wait/>.
         agent = Agent(name=name, role=role, ids=[], gen_mask=[], logprobs=[], created_at=now,
@@ -165,7 +185,10 @@ class Runtime:
         for line in lines:  # results the agent has now seen (posts, messages, archive reads)
             a.known.update(self.task.learn(r.problem, line))
         if a.queue:  # the work desk: the item in hand is shown last, right before the cue
-            lines.append(self.task.render_item(r.problem, a.queue[0], a.known))
+            desk = self.task.render_item(r.problem, a.queue[0], a.known)
+            if a.queue[0] in a.candidates:  # upstream outputs for it (fixed workflows): "C:4+1+2?7,7,6"
+                desk += "?" + ",".join(a.candidates[a.queue[0]])
+            lines.append(desk)
         elif a.took:
             lines.append("(no items left)")
         observation = "".join(line + "\n" for line in lines) + PROMPT_CUE
@@ -222,12 +245,40 @@ class Runtime:
             a.ready_at = None
         else:  # kept working, or must see its errors: the next turn starts right away
             a.ready_at = end
+        if r.workflow is not None and a.status != "active":
+            self._route(r, a, end)
+
+    def _route(self, r: Rollout, a: Agent, now: float) -> None:
+        """A workflow agent finished. A downstream role starts once *all* agents of all its
+        input roles have finished: each of its agents gets one message from the runtime
+        (sender "wf", provenance set here) with their outputs, the candidates on its desk,
+        and its items (a worker: the items the plan assigned to it; others: all)."""
+        wf = r.workflow
+        for down in wf.downstream(a.role):
+            sources = [n for i in down.inputs for n in wf.role(i).agent_names()]
+            if down.name in r.routed or any(r.agents[n].status == "active" for n in sources):
+                continue
+            r.routed.add(down.name)
+            lines = [f"{n}: " + (" ".join(f"{item_label(i)}={v}" for i, v in sorted(r.outputs.get(n, {}).items()))
+                                 or "(nothing)") for n in sources]
+            for name in down.agent_names():
+                b = r.agents[name]
+                planned = any(wf.role(i).expects == "plan" for i in down.inputs)
+                for n in sources:
+                    if wf.role(r.agents[n].role).expects != "plan":  # a plan's output is an assignee, not a candidate
+                        for i, v in r.outputs.get(n, {}).items():
+                            b.candidates.setdefault(i, []).append(v)
+                b.queue = list(r.assignments.get(name, [])) if planned else list(range(1, r.problem.num_items + 1))
+                b.took = True
+                r.bus.send_direct("wf", name, "\n".join(lines)[:self.limits.max_message_chars], now)
 
     def _execute(self, r: Rollout, a: Agent, act: Action, now: float) -> str | None:
         """Run one action at time `now`; return an error line or None. Never raises."""
         k, at = act.kind, act.attrs
         if k == "submit":
             return self._submit(r, a, at["item"], act.body or "", now)
+        if k in ("verdict", "assign"):
+            return self._workflow_action(r, a, act)
         if k == "take":
             items = self.task.take(r.problem, at["item"])
             if items is None:
@@ -282,6 +333,29 @@ class Runtime:
             return r.bus.create_channel(at["ch"], a.name, sorted(set(members) | {a.name}), now)
         return None  # wait / done: handled by the caller
 
+    def _workflow_action(self, r: Rollout, a: Agent, act: Action) -> str | None:
+        """An evaluator's verdict on an item, or an orchestrator's assignment of items."""
+        spec = r.workflow.role(a.role) if r.workflow is not None else None
+        want = "verdict" if act.kind == "verdict" else "plan"
+        if spec is None or spec.expects != want:
+            return f"error: <{act.kind}> is not your role's action"
+        if act.kind == "verdict":
+            item = self.task.parse_item(r.problem, act.attrs["item"])
+            body = (act.body or "").strip()
+            if item is None or body not in ("yes", "no"):
+                return "error: verdict needs a valid item and yes or no"
+            r.outputs.setdefault(a.name, {})[item] = body
+            if item in a.queue:
+                a.queue.remove(item)
+            return None
+        who, items = act.attrs["who"], self.task.take(r.problem, act.attrs["item"])
+        targets = {n for d in r.workflow.downstream(a.role) for n in d.agent_names()}
+        if who not in targets or items is None:
+            return f"error: cannot assign {act.attrs['item'][:8]!r} to {who[:24]!r}"
+        r.assignments.setdefault(who, []).extend(i for i in items if i not in r.assignments.get(who, []))
+        r.outputs.setdefault(a.name, {}).update({i: who for i in items})
+        return None
+
     def _sent(self, r: Rollout, out: Message | str, counter: str) -> str | None:
         if isinstance(out, str):
             return out
@@ -293,10 +367,16 @@ class Runtime:
         item = self.task.parse_item(r.problem, item_s)
         if item is None:
             return f"error: no item {item_s!r}"
-        grade = self.task.grade(r.problem, item, answer)
         a.known[item] = answer.strip()
         if item in a.queue:
             a.queue.remove(item)
+        if r.workflow is not None and not r.workflow.role(a.role).submits:
+            # Not the workflow's answer: a proposal for the roles downstream (graded only for diagnostics).
+            r.outputs.setdefault(a.name, {})[item] = answer.strip()
+            r.proposals.append({"t": now, "agent": a.name, "item": item,
+                                "correct": self.task.grade(r.problem, item, answer).correct})
+            return None
+        grade = self.task.grade(r.problem, item, answer)
         r.submissions.append({"t": now, "agent": a.name, "item": item, "answer": answer,
                               "correct": grade.correct, "score": grade.score, "status": grade.status})
         if grade.status == "infra_error":  # not the agent's fault: counted, and the trainer drops the rollout

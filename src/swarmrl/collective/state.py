@@ -26,6 +26,7 @@ class Agent:
     queue: list[int] = field(default_factory=list)  # items taken and not yet submitted, in order
     took: bool = False  # has taken work at least once (then an empty queue is reported)
     known: dict[int, str] = field(default_factory=dict)  # item results this agent has seen
+    candidates: dict[int, list[str]] = field(default_factory=dict)  # fixed workflows: upstream outputs per item
     status: str = "active"  # active | done | fired | cut
     turns: int = 0
     tokens_prefilled: int = 0  # context tokens already charged to the clock
@@ -74,6 +75,11 @@ class Rollout:
         "archive_reads": 0, "message_tokens": 0, "infra_errors": 0})
     finished_at: float | None = None
     end_reason: str = ""
+    workflow: Any = None  # a fixed workflow (workflows/graph.py), or None for the RLCR org
+    outputs: dict[str, dict[int, str]] = field(default_factory=dict)  # agent -> item -> proposal / verdict / assignee
+    proposals: list[dict] = field(default_factory=list)  # non-submitting roles' answers, graded for diagnostics
+    assignments: dict[str, list[int]] = field(default_factory=dict)  # worker -> items the plan gave it
+    routed: set[str] = field(default_factory=set)  # downstream roles whose inputs were delivered
 
     @property
     def score(self) -> float:
@@ -90,6 +96,8 @@ class Rollout:
             "index": self.index, "group": self.group, "problem_id": self.problem.id,
             "problem": self.problem.text(), "time_limit": self.time_limit, "score": self.score,
             "finished_at": self.finished_at, "end_reason": self.end_reason,
+            "workflow": self.workflow.name if self.workflow is not None else "org",
+            "outputs": {n: {str(k): v for k, v in o.items()} for n, o in self.outputs.items()},
             "team": [{"name": a.name, "role": a.role, "created_at": a.created_at, "status": a.status}
                      for a in self.agents.values()],
             "solved": {str(k): v for k, v in self.solved.items()},

@@ -20,6 +20,7 @@ ACTION_TOKENS = [
     '<msg to="', "</msg>", '<post ch="', "</post>", '<submit item="', "</submit>",
     '<read ch="', '" last="', '<fire who="', '<create ch="', '" members="', '"/>', '">',
     "expert-", "ceo", "general", ">>", '<take item="',
+    '<verdict item="', "</verdict>", '<assign who="', '" item="',
 ]
 
 
