@@ -53,7 +53,8 @@ class HFSampler:
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
-                 greedy: bool = False) -> list[Sample]:
+                 greedy: bool = False, adapters: list[str] | None = None) -> list[Sample]:
+        """`adapters`: the LoRA adapter of each prompt (isolated policies: one batch, mixed adapters)."""
         out: list[Sample | None] = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         model = self.policy.model
@@ -62,7 +63,8 @@ class HFSampler:
         try:
             for c, start in enumerate(range(0, len(order), self.max_batch_sequences)):
                 idx = order[start:start + self.max_batch_sequences]
-                samples = self._generate_chunk([prompts[i] for i in idx], max_new_tokens, seed * 1009 + c, greedy)
+                samples = self._generate_chunk([prompts[i] for i in idx], max_new_tokens, seed * 1009 + c, greedy,
+                                               [adapters[i] for i in idx] if adapters is not None else None)
                 for i, s in zip(idx, samples):
                     out[i] = s
         finally:
@@ -77,7 +79,7 @@ class HFSampler:
         return any(tail.endswith(s) for s in self.stop_strings)
 
     def _generate_chunk(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
-                        greedy: bool) -> list[Sample]:
+                        greedy: bool, adapters: list[str] | None) -> list[Sample]:
         p = self.policy
         device = p.model.device
         B, width = len(prompts), max(len(x) for x in prompts)
@@ -92,9 +94,11 @@ class HFSampler:
         gen = torch.Generator(device=device).manual_seed(seed)
         cache = DynamicCache()
         # transformers 5 renamed `past_key_values` to `cache`; remote-code models may still use the old name.
-        kw = "cache" if "cache" in inspect.signature(p.model.forward).parameters else "past_key_values"
+        base = p.model.get_base_model() if hasattr(p.model, "get_base_model") else p.model
+        kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+        extra = (lambda rows: {"adapter_names": [adapters[r] for r in rows]}) if adapters else (lambda rows: {})
         out = p.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1,
-                      **{kw: cache})
+                      **{kw: cache}, **extra(range(B)))
         logits = out.logits[:, -1]  # [B, V]
         active = torch.arange(B, device=device)  # [A] original row of each batch row still decoding
         next_pos = pos[:, -1] + 1  # [A]
@@ -116,7 +120,7 @@ class HFSampler:
                 cache.batch_select_indices(sel)
             attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)  # [A, L+t+1]
             out = p.model(input_ids=tok.unsqueeze(-1), attention_mask=attn, position_ids=next_pos.unsqueeze(-1),
-                          use_cache=True, logits_to_keep=1, **{kw: cache})
+                          use_cache=True, logits_to_keep=1, **{kw: cache}, **extra(active.tolist()))
             logits = out.logits[:, -1]
             next_pos = next_pos + 1
         return [Sample(ids=toks[r], logprobs=lps[r],
