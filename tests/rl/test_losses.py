@@ -152,6 +152,13 @@ def test_all_zero_weights_give_zero_loss_and_finite_metrics():
         assert all(math.isfinite(v.item()) and v.item() == 0.0 for v in m.values())
 
 
+def test_old_positional_call_fails_loudly():
+    logp, old, adv, mask = inputs()
+    for fn in (ppo_clip_loss, pg_loss):
+        with pytest.raises(TypeError):
+            fn(logp, old, adv, mask, 5)  # the old (mask, num_tokens) call
+
+
 def test_registry():
     assert get_loss("ppo_clip") is ppo_clip_loss and get_loss("pg") is pg_loss
     assert {"ppo_clip", "pg"} <= set(LOSSES)

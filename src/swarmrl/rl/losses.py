@@ -1,6 +1,9 @@
 """Policy losses (a registry). Every loss returns `(loss, metrics)` and has the signature
 
-    loss_fn(logp [B, T], old_logp [B, T], adv [B, T], weights [B, T], clip_eps=0.2)
+    loss_fn(logp [B, T], old_logp [B, T], adv [B, T], weights [B, T], *, clip_eps=0.2)
+
+(`clip_eps` is keyword-only so that a caller still passing the old `(..., mask, num_tokens)`
+fails loudly instead of silently using the token count as the clip range.)
 
 `weights` is the loss mask times the per-sequence weight from `rl/aggregation.py`
 (0 on every token the policy did not generate, invariant 3), and the loss is
@@ -54,7 +57,7 @@ def _token_metrics(logp: torch.Tensor, old_logp: torch.Tensor, weights: torch.Te
 
 
 @register_loss("ppo_clip")
-def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor,
+def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor, *,
                   clip_eps: float = 0.2) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO-clip surrogate against the behaviour log-probs.  All inputs [B, T].
 
@@ -71,7 +74,7 @@ def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
 
 
 @register_loss("pg")
-def pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor,
+def pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor, *,
             clip_eps: float = 0.2) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Vanilla REINFORCE-style policy gradient -adv * logp (RLCR's core update).  [B, T] inputs.
 
