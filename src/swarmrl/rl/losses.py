@@ -1,8 +1,20 @@
-"""Policy losses (a registry). Every loss returns `(loss, metrics)`.
+"""Policy losses (a registry). Every loss returns `(loss, metrics)` and has the signature
 
-Aggregation is by token mean over the whole minibatch: the loss of a micro-batch is its
-sum over generated tokens divided by `num_tokens`, the generated-token count of the whole
-minibatch, so accumulating micro-batches gives exactly the minibatch token mean.
+    loss_fn(logp [B, T], old_logp [B, T], adv [B, T], weights [B, T], *, clip_eps=0.2)
+
+(`clip_eps` is keyword-only so that a caller still passing the old `(..., mask, num_tokens)`
+fails loudly instead of silently using the token count as the clip range.)
+
+`weights` is the loss mask times the per-sequence weight from `rl/aggregation.py`
+(0 on every token the policy did not generate, invariant 3), and the loss is
+`(per_token * weights).sum()`. How gradient mass is split between tokens, sequences and
+roles (token mean, sequence mean, role-balanced, multiplicity-normalised) is therefore
+decided once, by the weights, and not inside each loss. The weights of a minibatch are
+computed over the whole minibatch, so summing the losses of its micro-batches gives exactly
+the minibatch loss.
+
+Metrics (ratio_mean, clip_frac, approx_kl) are plain token means over the tokens with
+weight > 0: they describe the policy's tokens, not the aggregation.
 """
 
 from __future__ import annotations
@@ -28,40 +40,48 @@ def get_loss(name: str) -> LossFn:
     return LOSSES[name]
 
 
-@register_loss("ppo_clip")
-def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-                  num_tokens: int, clip_eps: float = 0.2) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """PPO-clip surrogate against the behaviour log-probs.
+def _token_metrics(logp: torch.Tensor, old_logp: torch.Tensor, weights: torch.Tensor, clip_eps: float | None
+                   ) -> dict[str, torch.Tensor]:
+    """Token means over weight > 0 of the ratio, the clipped fraction and the k3 KL estimate."""
+    with torch.no_grad():
+        on = (weights > 0).to(logp.dtype)  # [B, T]
+        n = on.sum().clamp(min=1)  # scalar
+        log_ratio = logp - old_logp  # [B, T]
+        ratio = torch.exp(log_ratio)  # [B, T]
+        clipped = ((ratio - 1.0).abs() > clip_eps).to(logp.dtype) if clip_eps is not None else torch.zeros_like(on)
+        return {
+            "ratio_mean": (ratio * on).sum() / n,
+            "clip_frac": (clipped * on).sum() / n,  # [B, T] -> scalar
+            "approx_kl": (((ratio - 1.0) - log_ratio) * on).sum() / n,  # k3 estimator, >= 0
+        }
 
-    logp, old_logp, adv, mask: [B, T]; mask is 1 on generated tokens only (invariant 3).
+
+@register_loss("ppo_clip")
+def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor, *,
+                  clip_eps: float = 0.2) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO-clip surrogate against the behaviour log-probs.  All inputs [B, T].
+
     With one update per batch the ratio is 1 and this is the plain policy gradient
     -adv * logp; the clip matters once minibatches_per_step > 1.
     """
-    mask = mask.to(logp.dtype)  # [B, T]
+    weights = weights.to(logp.dtype)  # [B, T]
     ratio = torch.exp(logp - old_logp)  # [B, T]
     unclipped = -adv * ratio  # [B, T]
     clipped = -adv * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)  # [B, T]
-    per_token = torch.maximum(unclipped, clipped)  # [B, T]
-    loss = (per_token * mask).sum() / max(num_tokens, 1)
-    with torch.no_grad():
-        n = mask.sum().clamp(min=1)
-        metrics = {
-            "ratio_mean": (ratio * mask).sum() / n,
-            "clip_frac": (((ratio - 1.0).abs() > clip_eps).to(logp.dtype) * mask).sum() / n,
-            "approx_kl": (((ratio - 1.0) - (logp - old_logp)) * mask).sum() / n,  # k3 estimator
-        }
-    return loss, metrics
+    per_token = torch.maximum(unclipped, clipped)  # [B, T] pessimistic bound
+    loss = (per_token * weights).sum()  # scalar
+    return loss, _token_metrics(logp, old_logp, weights, clip_eps)
 
 
 @register_loss("pg")
-def pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-            num_tokens: int, clip_eps: float = 0.2) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Vanilla REINFORCE-style policy gradient: -adv * logp (token mean). [B, T] inputs."""
-    mask = mask.to(logp.dtype)  # [B, T]
-    loss = (-adv * logp * mask).sum() / max(num_tokens, 1)
-    with torch.no_grad():
-        n = mask.sum().clamp(min=1)
-        ratio = torch.exp(logp - old_logp)  # [B, T]
-        metrics = {"ratio_mean": (ratio * mask).sum() / n, "clip_frac": torch.zeros(()),
-                   "approx_kl": (((ratio - 1.0) - (logp - old_logp)) * mask).sum() / n}
-    return loss, metrics
+def pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor, *,
+            clip_eps: float = 0.2) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Vanilla REINFORCE-style policy gradient -adv * logp (RLCR's core update).  [B, T] inputs.
+
+    `clip_eps` is accepted for the common signature and ignored: nothing is clipped, so
+    clip_frac is 0.
+    """
+    weights = weights.to(logp.dtype)  # [B, T]
+    per_token = -adv * logp  # [B, T]
+    loss = (per_token * weights).sum()  # scalar
+    return loss, _token_metrics(logp, old_logp, weights, None)

@@ -1,0 +1,70 @@
+"""How much gradient mass each generated token gets (loss aggregation).
+
+The loss of a minibatch is `sum_s w_s * sum_t per_token_loss[s, t]` over its sequences s
+(one sequence = one agent's trajectory in one rollout) and their generated tokens t. The
+choice of w_s is what Zeng et al. (2026) identify as a cause of *role capture* under a
+shared policy: with a token mean, a role that writes 10x more tokens gets 10x the gradient
+mass, and its distribution leaks into the other roles' slots. Modes:
+
+- `token_mean`:    w_s = 1 / sum_s' n_s'            every token equal (verl/DAPO default; today's).
+- `seq_mean`:      w_s = 1 / (S * n_s)               every sequence equal (the original GRPO).
+- `role_balanced`: w_s = 1 / (R * n_role(s))         every role type gets total mass 1/R, split
+                                                     by tokens inside the role (DESIGN.md sec. 6).
+
+`multiplicity` (the `multiplicity_normalized` mitigation for isolated policies) divides w_s
+by the number of agents of the sequence's role in the workflow: three generators receiving
+the same outcome reward produce three aligned gradients (*gradient amplification*), and
+dividing by 3 gives the role the gradient of one agent.
+
+A sequence without generated tokens gets weight 0 and is not counted in S or R (so each
+mode's total mass sum_s w_s * n_s stays 1 before the multiplicity division).
+"""
+
+from __future__ import annotations
+
+import torch
+
+AGGREGATION_MODES = ("token_mean", "seq_mean", "role_balanced")
+
+
+def sequence_weights(token_counts: torch.Tensor, roles: torch.Tensor, mode: str,
+                     multiplicity: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-token weight w_s of each sequence of one minibatch.  token_counts, roles: [S] -> [S] float.
+
+    token_counts: generated tokens per sequence; roles: role-type id per sequence;
+    multiplicity: [S] agents of that role in the workflow (>= 1), or None.
+    """
+    if mode not in AGGREGATION_MODES:
+        raise ValueError(f"unknown loss aggregation mode '{mode}'; valid: {list(AGGREGATION_MODES)}")
+    if token_counts.shape != roles.shape or token_counts.dim() != 1:
+        raise ValueError(f"token_counts and roles must be 1-D of one length; got {tuple(token_counts.shape)}, "
+                         f"{tuple(roles.shape)}")
+    n = token_counts.to(torch.float32)  # [S]
+    has = n > 0  # [S] sequences that carry loss at all
+    safe_n = torch.where(has, n, torch.ones_like(n))  # [S] avoids 1/0 on empty sequences
+
+    if mode == "token_mean":
+        denom = n.sum().expand_as(n)  # [S]
+    elif mode == "seq_mean":
+        denom = has.sum().to(n.dtype) * safe_n  # [S]
+    else:  # role_balanced
+        _, inv = torch.unique(roles, return_inverse=True)  # [S] in 0..G-1
+        g = int(inv.max()) + 1 if inv.numel() else 0
+        role_tokens = torch.zeros(g, dtype=n.dtype).index_add_(0, inv, n)  # [G]
+        num_roles = (role_tokens > 0).sum().to(n.dtype)  # scalar: roles with any generated token
+        denom = num_roles * role_tokens[inv]  # [S]
+    w = torch.where(has, 1.0 / torch.where(has, denom, torch.ones_like(denom)), torch.zeros_like(n))  # [S]
+
+    if multiplicity is not None:
+        m = multiplicity.to(n.dtype)  # [S]
+        if m.shape != n.shape:
+            raise ValueError(f"multiplicity must have shape {tuple(n.shape)}; got {tuple(m.shape)}")
+        if bool((m < 1).any()):
+            raise ValueError("multiplicity must be >= 1 for every sequence")
+        w = w / m  # [S]
+    return w
+
+
+def token_weights(mask: torch.Tensor, seq_weights: torch.Tensor) -> torch.Tensor:
+    """The `weights` argument of a policy loss: mask * w_s.  mask: [B, T], seq_weights: [B] -> [B, T]."""
+    return mask.to(seq_weights.dtype) * seq_weights[:, None]  # [B, T]

@@ -1,0 +1,1 @@
+"""Sweeps: grids of configs and the results table."""

@@ -1,0 +1,68 @@
+"""Per-role token statistics and grad norm, checked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from swarmrl.diagnostics.roles import finalize_role_stats, grad_norm, merge_sums, role_token_sums
+
+# Two rows: row 0 = "gen", row 1 = "agg". Ratios chosen by hand, clip_eps 0.2.
+#   row 0: logp (-1, -2, -3) old (-1, -2.5, -3) -> ratio (1, e^0.5=1.6487, 1); mask (1, 1, 0)
+#   row 1: logp (-0.5, -0.1, -4) old (-0.5, -0.1, -4) -> ratio 1; mask (1, 1, 1)
+LOGP = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -0.1, -4.0]])
+OLD = torch.tensor([[-1.0, -2.5, -3.0], [-0.5, -0.1, -4.0]])
+ENT = torch.tensor([[0.2, 0.4, 9.0], [1.0, 2.0, 3.0]])
+MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
+
+
+def test_role_token_sums_by_hand():
+    s = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "agg"], clip_eps=0.2)
+    assert s["gen"] == pytest.approx({"tokens": 2, "nll": 3.0, "entropy": 0.6, "ratio": 1 + math.exp(0.5),
+                                      "clipped": 1.0})
+    assert s["agg"] == pytest.approx({"tokens": 3, "nll": 4.6, "entropy": 6.0, "ratio": 3.0, "clipped": 0.0})
+
+
+def test_rows_of_one_role_add_up_and_empty_rows_are_skipped():
+    s = role_token_sums(LOGP, OLD, ENT, torch.tensor([[1, 1, 0], [0, 0, 0]]), ["gen", "agg"], clip_eps=0.2)
+    assert set(s) == {"gen"}
+    s = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "gen"], clip_eps=0.2)
+    assert s["gen"]["tokens"] == 5 and s["gen"]["nll"] == pytest.approx(7.6)
+    with pytest.raises(ValueError, match="1 entries for 2 rows"):
+        role_token_sums(LOGP, OLD, ENT, MASK, ["gen"], clip_eps=0.2)
+
+
+def test_merge_and_finalize_by_hand():
+    a = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "agg"], clip_eps=0.2)
+    b = {"gen": {"tokens": 2.0, "nll": 1.0, "entropy": 1.4, "ratio": 2.0, "clipped": 1.0},
+         "ceo": {"tokens": 1.0, "nll": 0.0, "entropy": 0.5, "ratio": 1.0, "clipped": 0.0}}
+    merged = merge_sums(a, b)
+    assert a["gen"]["tokens"] == 2  # inputs untouched
+    out = finalize_role_stats(merged)
+    # gen: 4 tokens, nll 4, entropy 2.0, ratio 3 + e^0.5, clipped 2
+    assert out["role/gen/tokens"] == 4
+    assert out["role/gen/perplexity"] == pytest.approx(math.e)
+    assert out["role/gen/entropy"] == pytest.approx(0.5)
+    assert out["role/gen/ratio_mean"] == pytest.approx((3 + math.exp(0.5)) / 4)
+    assert out["role/gen/clip_frac"] == pytest.approx(0.5)
+    # agg: perplexity exp(4.6 / 3)
+    assert out["role/agg/perplexity"] == pytest.approx(math.exp(4.6 / 3))
+    assert out["role/ceo/perplexity"] == 1.0 and out["role/ceo/entropy"] == 0.5
+    assert finalize_role_stats({}) == {}
+
+
+def test_grad_norm_by_hand():
+    a = torch.nn.Parameter(torch.zeros(2))
+    b = torch.nn.Parameter(torch.zeros(1))
+    c = torch.nn.Parameter(torch.zeros(3))  # never gets a grad
+    a.grad = torch.tensor([3.0, 0.0])
+    b.grad = torch.tensor([4.0])
+    assert grad_norm([a, b, c]) == pytest.approx(5.0)
+    assert grad_norm([c]) == 0.0
+    # matches torch's own norm on a real backward
+    lin = torch.nn.Linear(3, 2)
+    lin(torch.ones(1, 3)).pow(2).sum().backward()
+    expected = torch.nn.utils.get_total_norm([p.grad for p in lin.parameters()])
+    assert grad_norm(lin.parameters()) == pytest.approx(float(expected), rel=1e-6)

@@ -1,0 +1,114 @@
+"""Sweep grids and the results table."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import yaml
+
+from swarmrl.diagnostics.detectors import Alert
+from swarmrl.sweep.table import expand_grid, summarize, write_table
+
+GRID = yaml.safe_load("""
+base: configs/rlcr_arith.yaml
+axes:
+  workflow.name: [voting, eval_opt]
+  policy.sharing: [shared, isolated]
+  model.hidden_size: [64, 128]
+  seed: [0, 1]
+overrides: {rl.steps: 6}
+""")
+
+
+def test_expand_grid_is_the_ordered_cartesian_product():
+    cells = expand_grid(GRID)
+    assert len(cells) == 16
+    names = [n for n, _ in cells]
+    assert names[:5] == ["voting-shared-h64-s0", "voting-shared-h64-s1", "voting-shared-h128-s0",
+                         "voting-shared-h128-s1", "voting-isolated-h64-s0"]
+    assert names[-1] == "eval_opt-isolated-h128-s1"
+    assert len(set(names)) == 16
+    assert cells[0][1] == {"rl.steps": 6, "workflow.name": "voting", "policy.sharing": "shared",
+                           "model.hidden_size": 64, "seed": 0}
+    assert cells[-1][1]["workflow.name"] == "eval_opt" and cells[-1][1]["seed"] == 1
+    assert all("base" not in o for _, o in cells)
+    assert expand_grid(GRID) == cells  # deterministic
+
+
+def test_cell_names_for_other_value_types():
+    cells = expand_grid({"axes": {"rl.lr": [0.001, 3e-05], "model.num_layers": [2], "rl.use_kl": [True]}})
+    assert [n for n, _ in cells] == ["lr0.001-nl2-uktrue", "lr3e_05-nl2-uktrue"]  # "-" is the separator
+    assert cells[1][1] == {"rl.lr": 3e-05, "model.num_layers": 2, "rl.use_kl": True}
+
+
+@pytest.mark.parametrize("grid, match", [
+    ({"axes": {}}, "non-empty mapping 'axes'"),
+    ({"base": "x.yaml"}, "non-empty mapping 'axes'"),
+    ({"axes": {"seed": []}}, "axis 'seed' is empty"),
+    ({"axes": {"seed": 3}}, "axis 'seed' must be a list"),
+    ({"axes": {"seed": "0,1"}}, "axis 'seed' must be a list"),
+    ({"axes": {"seed": [{"a": 1}]}}, "non-scalar"),
+    ({"axes": {"seed": [1, 1]}}, "same cell name"),
+    ({"axes": {"seed": [0]}, "overrides": {"seed": 1}}, "both an axis and a fixed override"),
+    ({"axes": {"seed": [0]}, "overides": {}}, "unknown sweep grid keys \\['overides'\\]"),
+    ({"axes": {"seed": [0]}, "overrides": [1]}, "'overrides' must be a mapping"),
+    ([1, 2], "must be a mapping"),
+])
+def test_expand_grid_errors(grid, match):
+    with pytest.raises(ValueError, match=match):
+        expand_grid(grid)
+
+
+ROWS = [
+    {"cell": "voting-shared-h64-s0", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 0,
+     "peak_val_acc": 0.6, "final_val_acc": 0.5, "alerts": []},
+    {"cell": "voting-shared-h64-s1", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 1,
+     "peak_val_acc": 0.8, "final_val_acc": 0.4,
+     "alerts": [Alert("accuracy_cliff", "all", 5, "m", {}), {"name": "role_capture", "role": "aggregator"},
+                {"name": "role_capture", "role": "aggregator"}]},
+    {"cell": "base", "control": "base", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 0,
+     "peak_val_acc": 0.3, "final_val_acc": 0.3},
+    {"cell": "single-s0", "control": "single", "workflow": "single", "sharing": "shared", "model": "h64",
+     "seed": 0, "peak_val_acc": 0.7, "final_val_acc": None, "alerts": ["gradient_amplification"]},
+]
+
+
+def test_write_table_csv_by_hand(tmp_path):
+    csv_path, md_path = write_table(ROWS, tmp_path / "out")
+    assert csv_path.exists() and md_path.exists()
+    rows = list(csv.DictReader(csv_path.open()))
+    assert list(rows[0]) == ["cell", "control", "workflow", "sharing", "model", "seed", "peak_val_acc",
+                             "final_val_acc", "cliff", "alerts"]
+    # controls first, then the cells in their order
+    assert [r["cell"] for r in rows] == ["base", "single-s0", "voting-shared-h64-s0", "voting-shared-h64-s1"]
+    assert [r["control"] for r in rows] == ["base", "single", "", ""]
+    assert float(rows[2]["cliff"]) == pytest.approx(0.1)
+    assert float(rows[3]["cliff"]) == pytest.approx(0.4)
+    assert float(rows[0]["cliff"]) == 0.0
+    assert rows[1]["cliff"] == "" and rows[1]["final_val_acc"] == ""  # unknown final: no cliff
+    assert rows[3]["alerts"] == "3: accuracy_cliff/all, role_capture/aggregator x2"
+    assert rows[2]["alerts"] == "0" and rows[1]["alerts"] == "1: gradient_amplification"
+
+
+def test_write_table_markdown_marks_controls_and_summarises_over_seeds(tmp_path):
+    _, md_path = write_table(ROWS, tmp_path)
+    md = md_path.read_text()
+    assert "| base (control) | base | voting |" in md
+    assert "| single-s0 (control) | single | single |" in md
+    assert "| voting-shared-h64-s1 |  | voting | shared | h64 | 1 | 0.800 | 0.400 | 0.400 | 3: " in md
+    summary = md.split("## Summary (mean over seeds)")[1]
+    # voting/shared/h64 over seeds 0 and 1: peak (0.6+0.8)/2, final (0.5+0.4)/2, cliff (0.1+0.4)/2, 3 alerts
+    assert "|  | voting | shared | h64 | 2 | 0.700 | 0.450 | 0.250 | 3 |" in summary
+    assert "| single | single | shared | h64 | 1 | 0.700 | - | - | 1 |" in summary
+
+
+def test_summarize_by_hand_and_row_errors():
+    s = summarize(ROWS)
+    assert [(r["control"], r["workflow"], r["seeds"]) for r in s] == [("", "voting", 2), ("base", "voting", 1),
+                                                                        ("single", "single", 1)]
+    assert s[0]["cliff"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="needs a 'cell'"):
+        summarize([{"workflow": "voting"}])
+    with pytest.raises(ValueError, match="control must be one of"):
+        summarize([{"cell": "x", "control": "baseline"}])
