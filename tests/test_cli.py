@@ -25,8 +25,8 @@ DESIGN_KEYS = ["step", "score_mean", "reward_mean", "time_limit", "latency_mean"
 SPREAD = "_test_spread"
 if SPREAD not in ADVANTAGES:
     @register_advantage(SPREAD)
-    def _spread(scores: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
-        return scores - scores.mean() + torch.linspace(-1.0, 1.0, len(scores))  # [N], never all 0
+    def _spread(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor, roles: torch.Tensor) -> torch.Tensor:
+        return rewards - rewards.mean() + torch.linspace(-1.0, 1.0, len(rewards))  # [S], never all 0
 
 
 @pytest.fixture(scope="module")

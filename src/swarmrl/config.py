@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import yaml
 
+from swarmrl.diagnostics.detectors import DetectorConfig
+
 
 class ConfigError(ValueError):
     """A config key or value is wrong; the message names it."""
@@ -43,10 +45,29 @@ class TaskConfig:
 
 @dataclass
 class WorkflowConfig:
-    name: Literal["org", "single"] = "org"
-    """`org`: a CEO who may hire experts (RLCR). `single`: one agent, no team (the baseline)."""
+    name: Literal["org", "single", "voting", "eval_opt", "orch_workers"] = "org"
+    """`org`: a CEO who may hire experts (RLCR). `single`: one agent, no team (the baseline).
+    `voting`, `eval_opt`, `orch_workers`: the fixed role graphs of workflows/graph.py."""
     max_experts: int = 8
     """Most experts the CEO may have active at once (the team is at most max_experts + 1)."""
+    generators: int = 3
+    """voting: multiplicity of the generator role."""
+    workers: int = 3
+    """orch_workers: multiplicity of the worker role."""
+
+
+@dataclass
+class PolicyConfig:
+    sharing: Literal["shared", "isolated", "isolated_full"] = "shared"
+    """`shared`: one policy for every role (RLCR; the paper's SP). `isolated`: one LoRA adapter
+    per role type on a frozen base (the paper's IP). `isolated_full`: a full model copy per
+    role type (tiny models)."""
+    lora_rank: int = 8
+    """isolated: LoRA rank of each role's adapter."""
+    lora_alpha: float = 16.0
+    """isolated: LoRA scaling numerator (scale = alpha / rank)."""
+    lora_targets: str = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+    """isolated: comma-separated module names that get adapters."""
 
 
 @dataclass
@@ -133,6 +154,15 @@ class RLConfig:
     """Padded tokens per forward/backward micro-batch (bounds memory; does not change the math)."""
     minibatches_per_step: int = 1
     """Optimizer updates per step; >1 makes the PPO ratio differ from 1 after the first."""
+    aggregation: Literal["token_mean", "seq_mean", "role_balanced"] = "token_mean"
+    """How tokens share the gradient: token mean, sequence mean, or `role_balanced` (each role
+    type gets equal mass whatever its token count; the mitigation for role capture under SP)."""
+    multiplicity_normalized: bool = False
+    """Divide each role's loss by its multiplicity (the mitigation for gradient amplification
+    under IP: three generators then weigh as one)."""
+    role_grad_interval: int = 5
+    """Every this many steps, measure each role's gradient norm (shared policy: one extra
+    backward pass per role; isolated: the adapter's own norm, every step). 0 = never."""
 
 
 @dataclass
@@ -171,6 +201,10 @@ class EvalConfig:
     """Deadline for evaluation; 0 means `time_limit.end`."""
     team_size: int = 0
     """Largest team (CEO + experts) allowed in evaluation; 0 means `workflow.max_experts + 1`."""
+    val_interval: int = 5
+    """Training: validation accuracy on held-out problems every this many steps (0 = never)."""
+    val_problems: int = 16
+    """Training: held-out problems per validation."""
 
 
 @dataclass
@@ -179,6 +213,7 @@ class Config:
     """Seed of training problems and sampling."""
     task: TaskConfig = field(default_factory=TaskConfig)
     workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     clock: ClockConfig = field(default_factory=ClockConfig)
@@ -187,6 +222,7 @@ class Config:
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
     run: RunConfig = field(default_factory=RunConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    detectors: DetectorConfig = field(default_factory=DetectorConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -283,6 +319,12 @@ def validate(cfg: Config) -> Config:
         (0.0 <= cfg.task.dependency_rate <= 1.0, "task.dependency_rate must be in [0, 1]"),
         (2 <= cfg.task.modulus <= 10, "task.modulus must be in [2, 10] (single-digit answers)"),
         (0 <= cfg.workflow.max_experts <= 8, "workflow.max_experts must be in [0, 8]"),
+        (cfg.workflow.generators >= 1, "workflow.generators (a multiplicity) must be >= 1"),
+        (cfg.workflow.workers >= 1, "workflow.workers (a multiplicity) must be >= 1"),
+        (cfg.policy.lora_rank >= 1, "policy.lora_rank must be >= 1"),
+        (cfg.rl.role_grad_interval >= 0, "rl.role_grad_interval must be >= 0"),
+        (cfg.eval.val_interval >= 0, "eval.val_interval must be >= 0"),
+        (cfg.eval.val_problems >= 1, "eval.val_problems must be >= 1"),
         (cfg.time_limit.start > 0, "time_limit.start must be > 0 seconds"),
         (cfg.time_limit.end > 0, "time_limit.end must be > 0 seconds"),
         (cfg.time_limit.ramp_steps >= 0, "time_limit.ramp_steps must be >= 0"),

@@ -10,7 +10,7 @@ from swarmrl.collective.runtime import header
 from swarmrl.config import ModelConfig, load_config
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.policy.sampler import HFSampler, Sample
+from swarmrl.policy.sampler import Sample
 from swarmrl.rl.batch import TrainSeq, collect_sequences, micro_batches, pad, token_logprobs
 from swarmrl.rl.losses import ppo_clip_loss
 from swarmrl.rl.trainer import make_runtime
@@ -24,7 +24,7 @@ class MixedActor:
 
     def __init__(self, policy, max_new_tokens):
         self.policy = policy
-        self.llm = LLMActor(HFSampler(policy), max_new_tokens)
+        self.llm = LLMActor(policy, max_new_tokens)
         self.samples = {}  # (rollout, agent) -> [Sample] in turn order
 
     def act(self, requests, seed):
@@ -57,6 +57,14 @@ def tiny_rollouts():
 ADV = torch.tensor([0.75, -1.5])  # one value per rollout, distinct on purpose
 
 
+def with_adv(rollouts):
+    """Sequences carrying their rollout's advantage, as the trainer's `collective` estimator sets them."""
+    seqs = collect_sequences(rollouts)
+    for s in seqs:
+        s.advantage = float(ADV[s.rollout])
+    return seqs
+
+
 def test_tiny_rollout_has_a_team_with_llm_turns(tiny_rollouts):
     _, rollouts, _ = tiny_rollouts
     for r in rollouts:
@@ -79,7 +87,7 @@ def expected_mask(r, agent, tokenizer) -> list[int]:
 
 def test_loss_mask_is_one_exactly_on_generated_tokens(tiny_rollouts):
     policy, rollouts, actor = tiny_rollouts
-    seqs = collect_sequences(rollouts, ADV)
+    seqs = with_adv(rollouts)
     # one sequence per agent that generated anything (in rollout, then agent order); none for expert-3
     names = [(r.index, n) for r in rollouts for n, ag in r.agents.items() if any(ag.gen_mask)]
     assert set(names) == {(r.index, n) for r in rollouts for n, ag in r.agents.items() if ag.turns}
@@ -111,7 +119,7 @@ def test_loss_mask_is_one_exactly_on_generated_tokens(tiny_rollouts):
 
 def test_flat_collective_advantage_on_every_generated_token(tiny_rollouts):
     policy, rollouts, _ = tiny_rollouts
-    seqs = collect_sequences(rollouts, ADV)
+    seqs = with_adv(rollouts)
     t = pad(seqs, policy.pad_id)
     per_rollout = {}
     for row, s in enumerate(seqs):
@@ -126,7 +134,7 @@ def test_flat_collective_advantage_on_every_generated_token(tiny_rollouts):
 
 def test_padded_log_probs_equal_unpadded_ones(tiny_rollouts):
     policy, rollouts, _ = tiny_rollouts
-    seqs = collect_sequences(rollouts, ADV)
+    seqs = with_adv(rollouts)
     t = pad(seqs, policy.pad_id)
     with torch.no_grad():
         logp, ent = token_logprobs(policy.model, t["ids"], t["attn"])  # [B, T]
@@ -143,7 +151,7 @@ def test_padded_log_probs_equal_unpadded_ones(tiny_rollouts):
 
 def test_values_at_masked_positions_do_not_change_the_loss(tiny_rollouts):
     policy, rollouts, _ = tiny_rollouts
-    seqs = collect_sequences(rollouts, ADV)
+    seqs = with_adv(rollouts)
     t = pad(seqs, policy.pad_id)
     num_tokens = int(t["mask"].sum())
     model = policy.model
@@ -157,7 +165,7 @@ def test_values_at_masked_positions_do_not_change_the_loss(tiny_rollouts):
     try:
         model.zero_grad()
         logp, _ = token_logprobs(model, t["ids"], t["attn"], with_entropy=False)
-        loss, _ = ppo_clip_loss(logp, t["old_logp"], t["adv"], t["mask"], num_tokens)
+        loss, _ = ppo_clip_loss(logp, t["old_logp"], t["adv"], t["mask"] / num_tokens)
         loss.backward()
     finally:
         handle.remove()
@@ -173,12 +181,12 @@ def test_values_at_masked_positions_do_not_change_the_loss(tiny_rollouts):
     old2 = torch.where(off, -torch.rand(t["old_logp"].shape, generator=g) * 3, t["old_logp"])
     adv2 = torch.where(off, torch.randn(t["adv"].shape, generator=g) * 10, t["adv"])
     assert not torch.equal(old2, t["old_logp"]) and not torch.equal(adv2, t["adv"])
-    loss2, _ = ppo_clip_loss(logp.detach(), old2, adv2, t["mask"], num_tokens)
+    loss2, _ = ppo_clip_loss(logp.detach(), old2, adv2, t["mask"] / num_tokens)
     assert loss2.item() == loss.item()
     # while changing the advantage on a generated token does change it
     on = t["mask"] == 1
     adv3 = torch.where(on, t["adv"] * 2, t["adv"])
-    loss3, _ = ppo_clip_loss(logp.detach(), t["old_logp"], adv3, t["mask"], num_tokens)
+    loss3, _ = ppo_clip_loss(logp.detach(), t["old_logp"], adv3, t["mask"] / num_tokens)
     assert loss3.item() == pytest.approx(2 * loss.item(), rel=1e-5)
 
 

@@ -1,20 +1,30 @@
-"""The LLM actor: the runtime's batch of turn requests -> one sampler call."""
+"""The LLM actor: the runtime's batch of turn requests -> one sampler call.
+
+It takes a PolicySet (policy/sharing.py) so that, under per-role policies, each request is
+sampled by its agent's role policy; a plain Policy is wrapped as one shared policy.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from swarmrl.policy.sampler import HFSampler, Sample
+from swarmrl.policy.model import Policy
+from swarmrl.policy.sampler import Sample
+from swarmrl.policy.sharing import PolicySet
 
 
 class LLMActor:
-    def __init__(self, sampler: HFSampler, max_new_tokens: int, greedy: bool = False):
-        self.sampler = sampler
+    def __init__(self, policies: PolicySet | Policy, max_new_tokens: int, greedy: bool = False,
+                 temperature: float = 1.0):
+        if isinstance(policies, Policy):
+            policies = PolicySet(policies, "shared", ["any"], temperature=temperature)
+        self.policies = policies
         self.max_new_tokens = max_new_tokens
         self.greedy = greedy
         self.generated_tokens = 0  # running count, for tokens/s
 
     def act(self, requests: Sequence, seed: int) -> list[Sample]:
-        out = self.sampler.generate([r.prompt for r in requests], self.max_new_tokens, seed, greedy=self.greedy)
+        out = self.policies.generate([r.prompt for r in requests], [r.agent.role for r in requests],
+                                     self.max_new_tokens, seed, greedy=self.greedy)
         self.generated_tokens += sum(len(s.ids) for s in out)
         return out

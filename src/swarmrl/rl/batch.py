@@ -19,18 +19,21 @@ class TrainSeq:
     ids: list[int]
     gen_mask: list[int]
     old_logp: list[float]
-    advantage: float  # the rollout's flat collective advantage (invariant 4)
+    advantage: float  # set by the trainer's estimator; flat over the sequence's tokens (invariant 4)
     role: str
     rollout: int
+    group: int = 0  # the problem: advantages are normalised among rollouts of the same group
+    multiplicity: int = 1  # agents of this role in its rollout that generated tokens
 
 
-def collect_sequences(rollouts: list[Rollout], advantages: torch.Tensor) -> list[TrainSeq]:
+def collect_sequences(rollouts: list[Rollout]) -> list[TrainSeq]:
+    """One sequence per agent that generated anything, in rollout then agent order."""
     seqs = []
     for r in rollouts:
-        for a in r.agents.values():
-            if any(a.gen_mask):
-                seqs.append(TrainSeq(list(a.ids), list(a.gen_mask), list(a.logprobs),
-                                     float(advantages[r.index]), a.role, r.index))
+        active = [a for a in r.agents.values() if any(a.gen_mask)]
+        for a in active:
+            seqs.append(TrainSeq(list(a.ids), list(a.gen_mask), list(a.logprobs), 0.0, a.role, r.index, r.group,
+                                 multiplicity=sum(1 for b in active if b.role == a.role)))
     return seqs
 
 

@@ -8,13 +8,14 @@ import numpy as np
 
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
+from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
-from swarmrl.policy.sampler import HFSampler
-from swarmrl.rl.trainer import make_runtime, max_experts_for
+from swarmrl.policy.sharing import PolicySet
+from swarmrl.rl.trainer import make_runtime, max_experts_for, new_rollouts
 
 
-def evaluate(cfg: Config, policy: Policy, time_limit: float | None = None, team_size: int | None = None,
+def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None = None, team_size: int | None = None,
              problems: int | None = None, greedy: bool = False) -> dict:
     """One rollout per held-out problem (stream seeded by `task.eval_seed`, never used in training).
 
@@ -27,13 +28,18 @@ def evaluate(cfg: Config, policy: Policy, time_limit: float | None = None, team_
     if not 0 <= cap <= cfg.workflow.max_experts:
         raise ValueError(f"team size must be in 1..{cfg.workflow.max_experts + 1}, got {cap + 1}")
     n = problems or cfg.eval.problems
-    runtime, task = make_runtime(cfg, policy.tokenizer)
+    tokenizer = policy.base.tokenizer if isinstance(policy, PolicySet) else policy.tokenizer
+    runtime, task = make_runtime(cfg, tokenizer)
     probs = task.sample(np.random.default_rng(cfg.task.eval_seed), n)
-    rollouts = [runtime.new_rollout(i, i, p, time_limit, cap) for i, p in enumerate(probs)]
-    actor = LLMActor(HFSampler(policy, cfg.sampler.temperature), cfg.sampler.max_new_tokens_per_turn, greedy=greedy)
+    if cfg.workflow.name == "org":
+        rollouts = [runtime.new_rollout(i, i, p, time_limit, cap) for i, p in enumerate(probs)]
+    else:  # fixed workflows and `single` have no team-size choice
+        rollouts = new_rollouts(cfg, runtime, probs, 1, time_limit)
+    actor = LLMActor(policy, cfg.sampler.max_new_tokens_per_turn, greedy=greedy, temperature=cfg.sampler.temperature)
     t0 = time.perf_counter()
     runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
     m = collective_metrics(rollouts)
+    m.update(role_output_metrics(rollouts)[0])
     m.update({"time_limit": time_limit, "team_size_cap": cap + 1, "problems": n,
               "team_size_hist": team_size_histogram(rollouts, cfg.workflow.max_experts + 1),
               "eval_s": time.perf_counter() - t0})

@@ -17,7 +17,8 @@ import torch
 from swarmrl.config import Config, config_from_dict
 from swarmrl.policy.model import Policy, load_policy, save_policy
 from swarmrl.report.plots import plot_run
-from swarmrl.rl.trainer import Trainer
+from swarmrl.policy.sharing import PolicySet
+from swarmrl.rl.trainer import Trainer, make_policy_set
 from swarmrl.runs.checkpoint import (CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
                                      restore_rng, save_checkpoint)
 from swarmrl.runs.progress import TrainProgress
@@ -32,22 +33,26 @@ def _sample_rows(rollouts, k: int) -> list[dict]:
 
 
 def save_trainer_checkpoint(run: RunDir, trainer: Trainer) -> Path:
+    """Every slot's weights (the shared model, each role's adapter or model copy) and optimizer."""
     return save_checkpoint(
         run.path, trainer.step_idx,
-        tensors={"policy": trainer.policy.model.state_dict()},
-        optimizers={"policy": trainer.optimizer.state_dict()},
-        state={"next_step": trainer.step_idx, "rng": capture_rng()})
+        tensors=trainer.policies.state_tensors(),
+        optimizers={f"optim_{slot}": sd for slot, sd in trainer.updater.state_dict().items()},
+        state={"next_step": trainer.step_idx, "rng": capture_rng(), "sharing": trainer.policies.sharing,
+               "detectors": trainer.detectors.state_dict()})
 
 
 def restore_trainer(trainer: Trainer, ckpt_path: Path) -> None:
     ckpt = load_checkpoint(ckpt_path)
-    missing, unexpected = trainer.policy.model.load_state_dict(ckpt.tensors["policy"], strict=False)
-    # Tied embeddings are stored once; anything else missing means the wrong checkpoint.
-    real_missing = [k for k in missing if "lm_head" not in k]
-    if real_missing or unexpected:
-        raise CheckpointError(f"{ckpt_path}: weights do not match the model "
-                              f"(missing {real_missing[:3]}, unexpected {unexpected[:3]})")
-    trainer.optimizer.load_state_dict(ckpt.optimizers["policy"])
+    try:
+        trainer.policies.load_state_tensors(ckpt.tensors, str(ckpt_path))
+    except KeyError as e:
+        raise CheckpointError(str(e.args[0])) from e
+    for slot, opt in trainer.updater.optimizers.items():
+        if f"optim_{slot}" not in ckpt.optimizers:
+            raise CheckpointError(f"{ckpt_path}: no optimizer state for '{slot}' (has {sorted(ckpt.optimizers)})")
+        opt.load_state_dict(ckpt.optimizers[f"optim_{slot}"])
+    trainer.detectors.load_state_dict(ckpt.state.get("detectors", {}))
     trainer.step_idx = int(ckpt.state["next_step"])
     restore_rng(ckpt.state["rng"])
 
@@ -88,24 +93,32 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
             last = trainer.step_idx == cfg.rl.steps
             if last or (cfg.run.checkpoint_every and trainer.step_idx % cfg.run.checkpoint_every == 0):
                 save_trainer_checkpoint(run, trainer)
-    save_policy(trainer.policy, run.path / "final")
+    if trainer.policies.sharing == "shared":
+        save_policy(trainer.policy, run.path / "final")
+    else:  # per-role weights: the final checkpoint holds every adapter / model copy
+        log(f"final per-role weights ({trainer.policies.sharing}): {latest_checkpoint(run.path)}")
     plot_run(run.path)
     return run
 
 
-def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy, dict | None]:
-    """A run dir (its latest checkpoint), a checkpoint dir, or a HF model dir -> policy (+ run config)."""
+def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | PolicySet, dict | None]:
+    """A run dir (its latest checkpoint), a checkpoint dir, or a HF model dir -> policy (+ run config).
+
+    Runs with per-role policies come back as a PolicySet with every role's weights loaded.
+    """
     path = Path(path)
     if (path / "config.yaml").exists() and (path / MODEL_DIR).exists():  # a run directory
-        run = RunDir(path)
-        policy = load_policy(path / MODEL_DIR, dtype)
-        ckpt = latest_checkpoint(path)
-        if ckpt is not None:
-            policy.model.load_state_dict(load_checkpoint(ckpt).tensors["policy"], strict=False)
-        return policy, run.read_config()
-    if (path / "manifest.json").exists():  # a checkpoint dir inside a run
-        run_dir = path.parent.parent
-        policy = load_policy(run_dir / MODEL_DIR, dtype)
-        policy.model.load_state_dict(load_checkpoint(path).tensors["policy"], strict=False)
-        return policy, RunDir(run_dir).read_config()
-    return load_policy(path, dtype), None
+        run_dir, ckpt = path, latest_checkpoint(path)
+    elif (path / "manifest.json").exists():  # a checkpoint dir inside a run
+        run_dir, ckpt = path.parent.parent, path
+    else:
+        return load_policy(path, dtype), None
+    run_cfg = RunDir(run_dir).read_config()
+    policy = load_policy(run_dir / MODEL_DIR, dtype)
+    policies = make_policy_set(config_from_dict(run_cfg), policy)
+    if ckpt is not None:
+        try:
+            policies.load_state_tensors(load_checkpoint(ckpt).tensors, str(ckpt))
+        except KeyError as e:
+            raise CheckpointError(str(e.args[0])) from e
+    return (policy if policies.sharing == "shared" else policies), run_cfg

@@ -1,16 +1,17 @@
-"""The RLCR trainer. `Trainer.step` reads top to bottom:
+"""The trainer. `Trainer.step` reads top to bottom:
 
 rollout -> reward -> advantage -> loss -> update -> metrics.
 
-One shared policy plays every agent; the collective score of a rollout (reward earned
-before the deadline) is normalised within its problem group, and that one number is the
-advantage of every token every agent generated in the rollout (RLCR). Infrastructure
-(run directory, checkpoints, progress display) lives in rl/loop.py, not here.
+RLCR: one shared policy plays every agent; the collective score of a rollout (reward
+earned before the deadline) is normalised within its problem group, and that one number
+is the advantage of every token every agent generated (the `collective` estimator).
+The workflow study: fixed role graphs, shared or per-role (LoRA) policies, GRPO-style
+estimators, and per-role diagnostics. Infrastructure (run directory, checkpoints,
+progress) lives in rl/loop.py; per-role bookkeeping of the update in rl/update.py.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 
 import numpy as np
@@ -21,14 +22,18 @@ from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
+from swarmrl.diagnostics.detectors import Detectors
+from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
-from swarmrl.policy.sampler import HFSampler
+from swarmrl.policy.sharing import PolicySet
 from swarmrl.rl.advantages import get_advantage
-from swarmrl.rl.batch import TrainSeq, collect_sequences, micro_batches, pad, token_logprobs
+from swarmrl.rl.batch import collect_sequences
 from swarmrl.rl.curriculum import time_limit_at
 from swarmrl.rl.losses import get_loss
+from swarmrl.rl.update import Updater
 from swarmrl.tasks import make_task
+from swarmrl.workflows.graph import Workflow, preset
 
 
 def make_runtime(cfg: Config, tokenizer) -> tuple[Runtime, object]:
@@ -40,21 +45,46 @@ def make_runtime(cfg: Config, tokenizer) -> tuple[Runtime, object]:
 
 
 def max_experts_for(cfg: Config) -> int:
-    return 0 if cfg.workflow.name == "single" else cfg.workflow.max_experts
+    return 0 if cfg.workflow.name != "org" else cfg.workflow.max_experts
+
+
+def workflow_for(cfg: Config) -> Workflow | None:
+    """The fixed role graph, or None for the RLCR org (and `single`, the org without hiring)."""
+    if cfg.workflow.name in ("org", "single"):
+        return None
+    return preset(cfg.workflow.name, generators=cfg.workflow.generators, workers=cfg.workflow.workers)
+
+
+def role_types(cfg: Config) -> list[str]:
+    wf = workflow_for(cfg)
+    if wf is not None:
+        return [r.name for r in wf.roles]
+    return ["ceo"] if cfg.workflow.name == "single" else ["ceo", "expert"]
+
+
+def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
+    return PolicySet(policy, cfg.policy.sharing, role_types(cfg), lora_rank=cfg.policy.lora_rank,
+                     lora_alpha=cfg.policy.lora_alpha, lora_targets=cfg.policy.lora_targets,
+                     temperature=cfg.sampler.temperature)
+
+
+def new_rollouts(cfg: Config, runtime: Runtime, problems, per_problem: int, time_limit: float) -> list[Rollout]:
+    wf = workflow_for(cfg)
+    return [runtime.new_rollout(g * per_problem + j, g, p, time_limit, max_experts_for(cfg), workflow=wf)
+            for g, p in enumerate(problems) for j in range(per_problem)]
 
 
 class Trainer:
     def __init__(self, cfg: Config, policy: Policy):
         self.cfg = cfg
-        self.policy = policy
         self.runtime, self.task = make_runtime(cfg, policy.tokenizer)
-        self.actor = LLMActor(HFSampler(policy, cfg.sampler.temperature), cfg.sampler.max_new_tokens_per_turn)
+        self.policies = make_policy_set(cfg, policy)
+        self.policy = policy  # the base policy (tokenizer, ids); trainable weights live in self.policies
+        self.actor = LLMActor(self.policies, cfg.sampler.max_new_tokens_per_turn)
         self.advantage_fn = get_advantage(cfg.rl.advantage)
-        self.loss_fn = get_loss(cfg.rl.loss)
-        self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.rl.lr,
-                                           weight_decay=cfg.rl.weight_decay)
-        # Optional KL to the initial policy (off by default, as in both sources).
-        self.ref_model = copy.deepcopy(policy.model).eval() if cfg.rl.kl_coef > 0 else None
+        self.updater = Updater(cfg.rl, self.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed)
+        self.detectors = Detectors(cfg.detectors)
+        self.role_ids = {r: i for i, r in enumerate(role_types(cfg))}
         self.step_idx = 0  # next step to run
 
     def step(self) -> tuple[dict, list[Rollout]]:
@@ -64,75 +94,57 @@ class Trainer:
         # 1. Rollouts: every problem `rollouts_per_problem` times, under this step's deadline.
         time_limit = time_limit_at(cfg.time_limit, step)
         problems = self.task.sample(np.random.default_rng([cfg.seed, step]), cfg.rl.problems_per_step)
-        rollouts = [self.runtime.new_rollout(g * cfg.rl.rollouts_per_problem + j, g, p, time_limit, max_experts_for(cfg))
-                    for g, p in enumerate(problems) for j in range(cfg.rl.rollouts_per_problem)]
+        rollouts = new_rollouts(cfg, self.runtime, problems, cfg.rl.rollouts_per_problem, time_limit)
         tokens_before = self.actor.generated_tokens
         self.runtime.run(rollouts, self.actor, seed=cfg.seed * 1_000_003 + step)
         rollout_s = time.perf_counter() - t0
 
-        # 2. Reward: the collective score, i.e. reward earned before the deadline.
-        scores = torch.tensor([r.score for r in rollouts])  # [N]
-        groups = torch.tensor([r.group for r in rollouts])  # [N]
+        # 2. Reward: the collective score (reward earned before the deadline), the same for
+        #    every agent of a rollout. A rollout whose grader failed (infra_error) is not a
+        #    zero: it is left out of the loss and counted.
+        usable = [r for r in rollouts if r.counters["infra_errors"] == 0]
+        seqs = collect_sequences(usable)
+        score_of = {r.index: r.score for r in usable}
+        rewards = torch.tensor([score_of[s.rollout] for s in seqs])  # [S]
+        groups = torch.tensor([s.group for s in seqs])  # [S]
+        rollout_ids = torch.tensor([s.rollout for s in seqs])  # [S]
+        roles = torch.tensor([self.role_ids[s.role] for s in seqs])  # [S]
 
-        # 3. Advantage: one scalar per rollout, applied flat to all its agents' tokens.
-        advantages = self.advantage_fn(scores, groups)  # [N]
-        seqs = collect_sequences(rollouts, advantages)
+        # 3. Advantage: one scalar per sequence (flat over its tokens; `collective` makes it
+        #    the same for every agent of a rollout).
+        advantages = self.advantage_fn(rewards, groups, rollout_ids, roles)  # [S]
+        for s, a in zip(seqs, advantages.tolist()):
+            s.advantage = a
 
-        # 4-5. Loss and update.
-        update_metrics = self.update(seqs, np.random.default_rng([cfg.seed, step, 1]))
+        # 4-5. Loss and update (per-role gradient norms on diagnostic steps).
+        measure = cfg.rl.role_grad_interval > 0 and step % cfg.rl.role_grad_interval == 0
+        update_metrics = self.updater.update(seqs, step, measure_roles=measure)
 
-        # 6. Metrics.
+        # 6. Metrics, per-role diagnostics and detectors.
         generated = self.actor.generated_tokens - tokens_before
         metrics = {"step": step, "time_limit": time_limit, **collective_metrics(rollouts)}
-        metrics["reward_mean"] = float(scores.mean())
+        metrics["reward_mean"] = float(np.mean([r.score for r in usable])) if usable else 0.0
+        metrics["infra_error_rollouts"] = len(rollouts) - len(usable)
         metrics["team_size_hist"] = team_size_histogram(rollouts, cfg.workflow.max_experts + 1)
         metrics.update(update_metrics)
+        outputs, signatures = role_output_metrics(rollouts)
+        metrics.update(outputs)
+        if cfg.eval.val_interval and step % cfg.eval.val_interval == 0:  # a function of the step alone: resume-exact
+            metrics["val_accuracy"] = self.validate()
+        alerts = self.detectors.update(step, metrics, signatures, self.multiplicity())
+        metrics["alerts"] = [f"{a.name}:{a.role}: {a.message}" for a in alerts]
         metrics["tokens_per_s"] = generated / max(rollout_s, 1e-9)
         metrics["rollout_s"] = rollout_s
         metrics["step_s"] = time.perf_counter() - t0
         self.step_idx += 1
         return metrics, rollouts
 
-    def update(self, seqs: list[TrainSeq], rng: np.random.Generator) -> dict[str, float]:
-        """`minibatches_per_step` optimizer updates over the step's sequences."""
-        model, cfg = self.policy.model, self.cfg.rl
-        model.train()
-        order = rng.permutation(len(seqs))
-        sums: dict[str, float] = {}
-        role_ent: dict[str, list[float]] = {}
-        for part in np.array_split(order, cfg.minibatches_per_step):
-            mb = [seqs[i] for i in part]
-            if not mb:
-                continue
-            num_tokens = sum(sum(s.gen_mask) for s in mb)
-            self.optimizer.zero_grad(set_to_none=True)
-            for micro in micro_batches(mb, cfg.micro_batch_tokens):
-                t = pad(micro, self.policy.pad_id)
-                logp, ent = token_logprobs(model, t["ids"], t["attn"])  # [B, T], [B, T]
-                loss, m = self.loss_fn(logp, t["old_logp"], t["adv"], t["mask"], num_tokens, clip_eps=cfg.clip_eps)
-                if self.ref_model is not None:
-                    with torch.no_grad():
-                        ref, _ = token_logprobs(self.ref_model, t["ids"], t["attn"], with_entropy=False)
-                    kl = torch.exp(ref - logp) - (ref - logp) - 1.0  # [B, T] k3, always >= 0
-                    loss = loss + cfg.kl_coef * (kl * t["mask"]).sum() / num_tokens
-                loss.backward()
-                w = float(t["mask"].sum()) / max(num_tokens, 1)  # token share of this micro-batch
-                sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
-                for k, v in m.items():
-                    sums[k] = sums.get(k, 0.0) + w * float(v)
-                sums["entropy"] = sums.get("entropy", 0.0) + float((ent * t["mask"]).sum()) / max(num_tokens, 1)
-                for row, s in enumerate(micro):
-                    role_ent.setdefault(s.role, []).append(float((ent[row] * t["mask"][row]).sum()))
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
-            self.optimizer.step()
-        n_mb = max(cfg.minibatches_per_step, 1)
-        out = {k: v / n_mb for k, v in sums.items()}
-        role_tokens: dict[str, int] = {}
-        for s in seqs:
-            role_tokens[s.role] = role_tokens.get(s.role, 0) + sum(s.gen_mask)
-        for role, ents in role_ent.items():
-            out[f"role/{role}/entropy"] = sum(ents) / max(role_tokens[role], 1)
-            out[f"role/{role}/generated_tokens"] = role_tokens[role]
-        out["adv_abs_mean"] = float(np.mean([abs(s.advantage) for s in seqs])) if seqs else 0.0
-        return out
+    def multiplicity(self) -> dict[str, int]:
+        wf = workflow_for(self.cfg)
+        return wf.multiplicity() if wf is not None else {}
+
+    def validate(self) -> float:
+        """Mean score on held-out problems (greedy, at the final deadline): validation accuracy."""
+        from swarmrl.rl.evaluate import evaluate
+        return evaluate(self.cfg, self.policies, problems=self.cfg.eval.val_problems, greedy=True)["score_mean"]
+

@@ -1,0 +1,119 @@
+"""One policy update over a step's sequences, for any policy sharing mode.
+
+Why its own module: with per-role adapters the update is "for each slot (a shared model,
+or one adapter / model copy per role type): forward, loss, backward; then clip and step
+that slot's optimizer", plus per-role diagnostics — bookkeeping that would bury the
+trainer's one readable step.
+
+Gradient mass: each sequence's tokens carry weight w_s from rl/aggregation.py, computed over
+the whole minibatch (all roles), so accumulating micro-batches and slots gives exactly the
+chosen aggregation (token mean, sequence mean, or role-balanced), optionally divided by
+the role's multiplicity.
+
+Per-role gradient norm: under `isolated` it is the norm of the role's adapter gradient,
+every step. Under `shared` the roles' gradients sum into one tensor, so on diagnostic steps
+each role gets its own backward pass first (role_grad_interval; costs one more pass).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from swarmrl.config import RLConfig
+from swarmrl.diagnostics.roles import finalize_role_stats, grad_norm, merge_sums, role_token_sums
+from swarmrl.policy.sharing import PolicySet
+from swarmrl.rl.aggregation import sequence_weights, token_weights
+from swarmrl.rl.batch import TrainSeq, micro_batches, pad, token_logprobs
+
+
+class Updater:
+    def __init__(self, cfg: RLConfig, policies: PolicySet, loss_fn, pad_id: int, seed: int):
+        self.cfg = cfg
+        self.policies = policies
+        self.loss_fn = loss_fn
+        self.pad_id = pad_id
+        self.seed = seed
+        self.optimizers = {slot: torch.optim.AdamW(policies.parameters(slot), lr=cfg.lr, weight_decay=cfg.weight_decay)
+                           for slot in policies.slots}
+
+    def weights(self, seqs: list[TrainSeq]) -> torch.Tensor:
+        """Per-token weight of each sequence of a minibatch.  -> [S]"""
+        counts = torch.tensor([sum(s.gen_mask) for s in seqs])  # [S]
+        names = sorted({s.role for s in seqs})
+        roles = torch.tensor([names.index(s.role) for s in seqs])  # [S]
+        mult = torch.tensor([s.multiplicity for s in seqs]) if self.cfg.multiplicity_normalized else None  # [S]
+        return sequence_weights(counts, roles, self.cfg.aggregation, mult)
+
+    def backward(self, seqs: list[TrainSeq], w: torch.Tensor, stats: dict | None = None) -> dict[str, float]:
+        """Accumulate the gradient of the loss of `seqs` (weights w [S]) into every slot."""
+        sums: dict[str, float] = {}
+        wmap = {id(s): float(x) for s, x in zip(seqs, w)}
+        for slot in self.policies.slots:
+            mine = [s for s in seqs if self.policies.slot(s.role) == slot]
+            if not mine:
+                continue
+            with self.policies.model_for(slot) as model:
+                for micro in micro_batches(mine, self.cfg.micro_batch_tokens):
+                    t = pad(micro, self.pad_id)
+                    logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=stats is not None)  # [B, T]
+                    weights = token_weights(t["mask"], torch.tensor([wmap[id(s)] for s in micro]))  # [B, T]
+                    loss, m = self.loss_fn(logp, t["old_logp"], t["adv"], weights, clip_eps=self.cfg.clip_eps)
+                    if self.cfg.kl_coef > 0:
+                        with torch.no_grad(), self.policies.reference(slot) as ref_model:
+                            ref, _ = token_logprobs(ref_model, t["ids"], t["attn"], with_entropy=False)
+                        kl = torch.exp(ref - logp) - (ref - logp) - 1.0  # [B, T] k3, always >= 0
+                        loss = loss + self.cfg.kl_coef * (kl * weights).sum()
+                    loss.backward()
+                    mass = float(weights.sum())  # this micro-batch's share of the minibatch's loss mass
+                    sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
+                    for k, v in m.items():
+                        sums[k] = sums.get(k, 0.0) + mass * float(v)
+                    if stats is not None:
+                        stats.update(merge_sums(stats, role_token_sums(
+                            logp.detach(), t["old_logp"], ent, t["mask"], [s.role for s in micro], self.cfg.clip_eps)))
+        return sums
+
+    def update(self, seqs: list[TrainSeq], step: int, measure_roles: bool) -> dict[str, float]:
+        """`minibatches_per_step` optimizer updates over the step's sequences."""
+        for model in self.policies.modules():
+            model.train()
+        order = np.random.default_rng([self.seed, step, 1]).permutation(len(seqs))
+        out: dict[str, float] = {}
+        stats: dict = {}
+        role_norms: dict[str, list[float]] = {}
+        parts = [p for p in np.array_split(order, self.cfg.minibatches_per_step) if len(p)]
+        for k, part in enumerate(parts):
+            mb = [seqs[i] for i in part]
+            w = self.weights(mb)  # [S_mb]
+            if measure_roles and k == 0 and self.policies.sharing == "shared":
+                for role in sorted({s.role for s in mb}):  # one extra backward per role
+                    self._zero()
+                    sel = [i for i, s in enumerate(mb) if s.role == role]
+                    self.backward([mb[i] for i in sel], w[sel])
+                    role_norms.setdefault(role, []).append(grad_norm(self.policies.parameters("shared")))
+            self._zero()
+            sums = self.backward(mb, w, stats if k == 0 else None)
+            for slot, opt in self.optimizers.items():
+                norm = float(torch.nn.utils.clip_grad_norm_(self.policies.parameters(slot), self.cfg.grad_clip))
+                out["grad_norm"] = out.get("grad_norm", 0.0) + norm / len(parts)
+                if self.policies.sharing != "shared":
+                    role_norms.setdefault(slot, []).append(norm)
+                opt.step()
+            for key, v in sums.items():
+                out[key] = out.get(key, 0.0) + v / len(parts)
+        self._zero()
+        out.update(finalize_role_stats(stats))
+        tokens = sum(v["tokens"] for v in stats.values())
+        out["entropy"] = sum(v["entropy"] for v in stats.values()) / max(tokens, 1.0)
+        for role, norms in role_norms.items():
+            out[f"role/{role}/grad_norm"] = float(np.mean(norms))
+        out["adv_abs_mean"] = float(np.mean([abs(s.advantage) for s in seqs])) if seqs else 0.0
+        return out
+
+    def _zero(self) -> None:
+        for opt in self.optimizers.values():
+            opt.zero_grad(set_to_none=True)
+
+    def state_dict(self) -> dict[str, dict]:
+        return {slot: opt.state_dict() for slot, opt in self.optimizers.items()}
