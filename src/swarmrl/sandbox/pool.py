@@ -39,8 +39,9 @@ class SandboxPool:
         if not 1 <= workers <= MAX_WORKERS:
             raise ValueError(f"sandbox workers must be in [1, {MAX_WORKERS}], got {workers}")
         self.limits, self.mode, self.workers = limits, mode, workers
+        self.uids = slot_uids(workers)  # host uids of the slots (as root)
         self._uids: queue.Queue[int] = queue.Queue()
-        for uid in slot_uids(workers):
+        for uid in self.uids:
             self._uids.put(uid)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox")
 
