@@ -258,3 +258,31 @@ def test_killing_the_harness_is_an_error_not_infra(pool):
     src = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef f():\n    return 'escaped'\n"
     result = pool.run(fn_job(src))
     assert result.status in ("error", "timeout") and result.passed in ([], [False])
+
+
+def test_garbage_on_the_reply_pipe_is_the_codes_error(pool):
+    """The worker's own reply pipe is the one thing it may write: junk there (deep JSON,
+    a list, a lie about loading) must not become an infra_error."""
+    src = textwrap.dedent("""
+        import os
+        body = b"[" * 50000 + b"]" * 50000
+        for fd in range(3, 64):
+            try:
+                os.write(fd, b"%08x" % len(body) + body)
+            except OSError:
+                pass
+        os._exit(0)
+        def f():
+            return 'escaped'
+        """)
+    result = pool.run(fn_job(src))
+    assert_zero(result)
+    assert result.status == "error"
+
+
+def test_program_that_closes_stdout_and_hangs_times_out(pool):
+    job = {"solution": "import os, time\nos.close(1)\nwhile True:\n    pass\n",
+           "tests": [{"kind": "stdio", "stdin": "", "stdout": "x"}]}
+    result, took = run_timed(pool, job)
+    assert result.status == "timeout" and result.passed == [False]
+    assert took < LIMITS.wall_time_s + 1.0

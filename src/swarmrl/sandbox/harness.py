@@ -178,6 +178,7 @@ class Worker:
         os.close(req_r)
         os.close(rep_w)
         self.req, self.rep = req_w, rep_r
+        job["untrusted_ran"] = True
         send(self.req, {"setup": job["setup"], "solution": job["solution"]})
         got = self._reply()
         if not got.get("loaded"):
@@ -185,14 +186,17 @@ class Worker:
 
     def _reply(self):
         try:
-            return recv(self.rep, self.deadline, self.cap)
+            got = recv(self.rep, self.deadline, self.cap)
+            if isinstance(got, dict):
+                return got
+            raise ValueError("reply is not an object")
         except TimeoutError:
             self.kill()
             raise Stop("timeout", "time limit reached")
-        except (EOFError, ValueError) as e:
+        except Exception as e:  # EOF, or anything the worker wrote instead of a reply
             code = self.kill()
             status = "timeout" if code in (-signal.SIGXCPU, -signal.SIGKILL) else "error"
-            raise Stop(status, "worker ended (exit %s) %s" % (code, e))
+            raise Stop(status, "worker ended (exit %s) %s" % (code, type(e).__name__))
 
     def call(self, name, args):
         try:
@@ -248,7 +252,12 @@ def run_stdio(job, test, deadline):
             if not chunk:
                 break
             out += chunk[: max(0, cap - len(out))]
-    code = proc.wait()
+    try:  # stdout closed; the program may still be running
+        code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise Stop("timeout", "time limit reached")
     if code in (-signal.SIGXCPU, -signal.SIGKILL):
         raise Stop("timeout", "CPU time limit reached")
     return code == 0 and _norm(out.decode(errors="replace")) == _norm(test["stdout"])
@@ -318,8 +327,11 @@ def harness(result_fd):
     job["untrusted_ran"] = False
     try:
         passed, status, detail = run_tests(job, deadline)
-    except Exception as e:  # a bug here or in the dataset's tests, not the submission's fault
-        passed, status, detail = [], "infra_error", "harness failed: %s: %s" % (type(e).__name__, e)
+    except Exception as e:
+        # Before any submitted code ran, a failure is ours or the dataset's: infra_error.
+        # After, the code may have provoked it (e.g. by exhausting processes): its error.
+        status = "error" if job["untrusted_ran"] else "infra_error"
+        passed, detail = [], "harness failed: %s: %s" % (type(e).__name__, str(e)[:300])
     os.write(result_fd, json.dumps({"event": "result", "passed": passed, "status": status,
                                     "detail": detail}).encode() + b"\n")
 
