@@ -286,3 +286,16 @@ def test_program_that_closes_stdout_and_hangs_times_out(pool):
     result, took = run_timed(pool, job)
     assert result.status == "timeout" and result.passed == [False]
     assert took < LIMITS.wall_time_s + 1.0
+
+
+def test_cpu_time_limit_ends_a_busy_loop_before_the_wall_limit():
+    from sandbox_helpers import make_checked_pool
+    from swarmrl.sandbox import Limits
+
+    p = make_checked_pool(Limits(cpu_time_s=1, wall_time_s=8.0, memory_mb=512, max_processes=16, max_file_mb=4), workers=1)
+    try:
+        result, took = run_timed(p, fn_job("def f():\n    while True:\n        pass\n"))
+    finally:
+        p.close()
+    assert result.status == "timeout" and result.passed == [False]
+    assert took < 4.0  # SIGXCPU at 1 s of CPU (SIGKILL at 2 s), not the 8 s wall limit

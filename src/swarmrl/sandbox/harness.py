@@ -195,8 +195,10 @@ class Worker:
             self.kill()
             raise Stop("timeout", "time limit reached")
         except Exception as e:  # EOF, or anything the worker wrote instead of a reply
+            time.sleep(0.01)  # let a dying worker finish dying, so its own signal is seen
+            died = self.proc.poll()  # None: still running (junk reply), else how it ended
             code = self.kill()
-            status = "timeout" if code in (-signal.SIGXCPU, -signal.SIGKILL) else "error"
+            status = "timeout" if died in (-signal.SIGXCPU, -signal.SIGKILL) else "error"
             raise Stop(status, "worker ended (exit %s) %s" % (code, type(e).__name__))
 
     def call(self, name, args):
