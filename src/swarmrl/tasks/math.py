@@ -13,7 +13,6 @@ in the main thread).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import threading
@@ -46,7 +45,6 @@ def _timeouts() -> dict:
     return {"parsing_timeout": 5 if main else None}
 
 
-@functools.lru_cache(maxsize=4096)
 def _gold(reference: str):
     from math_verify import parse
 
