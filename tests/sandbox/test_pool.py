@@ -54,3 +54,17 @@ def test_check_infra_errors_mask_and_rate():
 def test_check_infra_errors_aborts_past_threshold():
     with pytest.raises(InfraErrorRateExceeded, match=r"2 of 4 rollouts \(50%\).*max_infra_error_rate=25%"):
         check_infra_errors([_rollout(1), _rollout(1), _rollout(0), _rollout(0)], max_rate=0.25)
+
+
+def test_sandbox_config_section_is_validated():
+    from swarmrl.config import ConfigError, config_from_dict
+
+    cfg = config_from_dict({"task": {"name": "code", "code_scoring": "all_or_nothing"},
+                            "sandbox": {"mode": "unsafe_local", "memory_mb": 256, "max_infra_error_rate": 0.05}})
+    assert (cfg.sandbox.mode, cfg.sandbox.memory_mb, cfg.task.code_scoring) == ("unsafe_local", 256, "all_or_nothing")
+    with pytest.raises(ConfigError, match="sandbox.workers must be in"):
+        config_from_dict({"sandbox": {"workers": 0}})
+    with pytest.raises(ConfigError, match="did you mean 'wall_time_s'"):
+        config_from_dict({"sandbox": {"wal_time_s": 3}})
+    with pytest.raises(ConfigError, match=r"sandbox.mode: 'docker' is not one of"):
+        config_from_dict({"sandbox": {"mode": "docker"}})

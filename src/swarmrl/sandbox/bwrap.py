@@ -17,6 +17,11 @@ Isolation, from the outside in:
   maps the sandbox uid to host uid 0, and the kernel exempts uid 0 from RLIMIT_NPROC, so
   a fork bomb would be unbounded (measured). Run by a normal user, bwrap makes a user
   namespace instead (`--unshare-user --disable-userns`) and the sandbox keeps that user's uid.
+
+Known limits: memory is capped per process (RLIMIT_AS), so one execution can hold up to
+memory_mb x max_processes; a cgroup memory limit would cap the total but needs a writable
+cgroup tree (not available in containers like ours). There is no seccomp filter, so the
+code can still make kernel calls an unprivileged user may make (e.g. create a user namespace).
 """
 
 from __future__ import annotations
