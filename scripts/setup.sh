@@ -4,6 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+
+# The code task runs model-written code in a bubblewrap sandbox (src/swarmrl/sandbox/);
+# it also needs prlimit and setpriv (util-linux). Training a code task refuses to start without them.
+if ! [ -x /usr/bin/bwrap ] || ! [ -x /usr/bin/prlimit ] || ! [ -x /usr/bin/setpriv ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -q >/dev/null && apt-get install -y -q bubblewrap util-linux >/dev/null
+  else
+    echo "setup: the code-task sandbox needs bubblewrap and util-linux; run as root:" >&2
+    echo "         apt-get install -y bubblewrap util-linux" >&2
+  fi
+fi
+
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${SWARMRL_TORCH:-2.13.0}"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"

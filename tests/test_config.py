@@ -54,7 +54,7 @@ def test_override_without_equals_is_an_error():
     ("rl.steps=2.5", "rl.steps: expected an integer, got 2.5"),
     ("rl.steps=true", "rl.steps: expected an integer"),  # bools are not ints here
     ("run.progress=1", "run.progress: expected true/false"),
-    ("task.name=math", "task.name: 'math' is not one of ['arith']"),
+    ("task.name=poetry", "task.name: 'poetry' is not one of ['arith', 'math', 'code']"),
     ("model.name_or_path=3", "model.name_or_path: expected a string"),
 ])
 def test_bad_type_names_the_key(override, fragment):

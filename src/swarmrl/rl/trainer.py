@@ -32,12 +32,13 @@ from swarmrl.rl.batch import collect_sequences
 from swarmrl.rl.curriculum import time_limit_at
 from swarmrl.rl.losses import get_loss
 from swarmrl.rl.update import Updater
+from swarmrl.sandbox import check_infra_errors
 from swarmrl.tasks import make_task
 from swarmrl.workflows.graph import Workflow, preset
 
 
 def make_runtime(cfg: Config, tokenizer) -> tuple[Runtime, object]:
-    task = make_task(cfg.task)
+    task = make_task(cfg.task, cfg.sandbox)
     limits = RuntimeLimits(max_new_tokens_per_turn=cfg.sampler.max_new_tokens_per_turn,
                            max_turns_per_agent=cfg.sampler.max_turns_per_agent,
                            max_context_tokens=cfg.model.max_context_tokens)
@@ -102,7 +103,8 @@ class Trainer:
         # 2. Reward: the collective score (reward earned before the deadline), the same for
         #    every agent of a rollout. A rollout whose grader failed (infra_error) is not a
         #    zero: it is left out of the loss and counted.
-        usable = [r for r in rollouts if r.counters["infra_errors"] == 0]
+        keep, infra_rate = check_infra_errors(rollouts, cfg.sandbox.max_infra_error_rate)  # raises past the threshold
+        usable = [r for r, k in zip(rollouts, keep) if k]
         seqs = collect_sequences(usable)
         score_of = {r.index: r.score for r in usable}
         rewards = torch.tensor([score_of[s.rollout] for s in seqs])  # [S]
@@ -124,7 +126,7 @@ class Trainer:
         generated = self.actor.generated_tokens - tokens_before
         metrics = {"step": step, "time_limit": time_limit, **collective_metrics(rollouts)}
         metrics["reward_mean"] = float(np.mean([r.score for r in usable])) if usable else 0.0
-        metrics["infra_error_rollouts"] = len(rollouts) - len(usable)
+        metrics["infra_error_rate"] = infra_rate
         metrics["team_size_hist"] = team_size_histogram(rollouts, cfg.workflow.max_experts + 1)
         metrics.update(update_metrics)
         outputs, signatures = role_output_metrics(rollouts)
@@ -146,5 +148,6 @@ class Trainer:
     def validate(self) -> float:
         """Mean score on held-out problems (greedy, at the final deadline): validation accuracy."""
         from swarmrl.rl.evaluate import evaluate
-        return evaluate(self.cfg, self.policies, problems=self.cfg.eval.val_problems, greedy=True)["score_mean"]
+        return evaluate(self.cfg, self.policies, problems=self.cfg.eval.val_problems, greedy=True,
+                        runtime=self.runtime)["score_mean"]
 

@@ -1,10 +1,21 @@
 """Tasks: problems, prompts and graders."""
 
-from swarmrl.config import TaskConfig
+from swarmrl.config import SandboxConfig, TaskConfig
 from swarmrl.tasks.arith import ArithTask
 
 
-def make_task(cfg: TaskConfig):
+def make_task(cfg: TaskConfig, sandbox: SandboxConfig | None = None):
+    """The task named by `cfg.name`. `code` also builds the sandbox pool from `sandbox`
+    (default settings if None) and checks it, so a run without a working sandbox stops here."""
     if cfg.name == "arith":
         return ArithTask(cfg)
+    if cfg.name == "math":
+        from swarmrl.tasks.math import MathTask  # math-verify/sympy load only when used
+
+        return MathTask(cfg)
+    if cfg.name == "code":
+        from swarmrl.sandbox import make_pool
+        from swarmrl.tasks.code import CodeTask
+
+        return CodeTask(cfg, make_pool(sandbox or SandboxConfig()))
     raise ValueError(f"unknown task '{cfg.name}'")

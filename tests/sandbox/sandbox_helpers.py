@@ -1,0 +1,50 @@
+"""Helpers of the sandbox tests: a real bubblewrap pool (skipped, with the reason, only
+where bwrap cannot run at all), and a look for processes left behind on the host."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from swarmrl.sandbox import Limits, SandboxPool, SandboxUnavailable
+
+LIMITS = Limits(cpu_time_s=2, wall_time_s=2.0, memory_mb=512, max_processes=16, max_file_mb=4,
+                max_output_bytes=1 << 20)
+
+
+def make_checked_pool(limits: Limits = LIMITS, workers: int = 2) -> SandboxPool:
+    pool = SandboxPool(limits, "bwrap", workers)
+    try:
+        pool.check()
+    except SandboxUnavailable as e:
+        pool.close()
+        pytest.skip(f"bubblewrap sandbox cannot run on this machine: {e}")
+    return pool
+
+
+def processes_of(uids) -> list[int]:
+    """Host pids whose real uid is one of `uids` (what a sandbox could leave behind)."""
+    wanted, out = {str(u) for u in uids}, []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                uid_line = next(line for line in (d / "status").read_text().splitlines() if line.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            if uid_line.split()[1] in wanted:
+                out.append(int(d.name))
+    return out
+
+
+def fn_job(solution: str, test: str = "assert candidate() == 'escaped'") -> dict:
+    """A one-test job: the hostile `f` passes only if it breaks out (returns 'escaped')."""
+    return {"solution": solution, "entry_point": "f", "tests": [{"kind": "assert", "code": test}]}
+
+
+def pool_uids(pool: SandboxPool) -> list[int]:
+    return list(pool.uids)
+
+
+IS_ROOT = os.geteuid() == 0
