@@ -32,16 +32,28 @@ from swarmrl.policy.model import Policy, build_tiny_policy, load_policy, save_po
 from swarmrl.rl.batch import micro_batches, pad, token_logprobs, TrainSeq
 from swarmrl.tasks import arith, arith_scripts
 from swarmrl.tasks.arith_scripts import ScriptedActor, sample_strategy
+from swarmrl.workflows import graph as workflow_graph
+from swarmrl.workflows import scripts as workflow_scripts
 
 NO_DEADLINE = 1e9
 
 
+def demo_set(cfg: Config) -> str:
+    """`org`: RLCR's strategies (org and single). `workflows`: every fixed workflow plus a solo
+    agent, so all cells of a workflow study (any workflow, sharing mode, the single-agent
+    control) start from one base model, as in the paper."""
+    return "org" if cfg.workflow.name in ("org", "single") else "workflows"
+
+
 def warmstart_key(cfg: Config) -> str:
+    team = ({"max_experts": cfg.workflow.max_experts} if demo_set(cfg) == "org"
+            else {"generators": cfg.workflow.generators, "workers": cfg.workflow.workers})
     parts = {
-        "model": cfg.model.__dict__, "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
-        "max_experts": cfg.workflow.max_experts, "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
+        "model": cfg.model.__dict__, "task": cfg.task.__dict__, "clock": cfg.clock.__dict__, "demo_set": demo_set(cfg),
+        **team, "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
         "sampler": cfg.sampler.__dict__,
-        "code": [inspect.getsource(m) for m in (arith, arith_scripts, runtime_module, tokenizer_module, model_module)],
+        "code": [inspect.getsource(m) for m in (arith, arith_scripts, runtime_module, tokenizer_module, model_module,
+                                                workflow_scripts, workflow_graph)],
         "version": 1,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -50,6 +62,8 @@ def warmstart_key(cfg: Config) -> str:
 def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> tuple[list[TrainSeq], dict]:
     """Run scripted strategies through the runtime; one training sequence per agent."""
     from swarmrl.rl.trainer import make_runtime  # local: trainer imports this package's model
+    if demo_set(cfg) == "workflows":
+        return workflow_demonstrations(cfg, policy, n_rollouts, seed)
     runtime, task = make_runtime(cfg, policy.tokenizer)
     rng = np.random.default_rng(seed)
     problems = task.sample(rng, n_rollouts)
@@ -69,6 +83,36 @@ def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> t
         "generated_tokens": sum(sum(s.gen_mask) for s in seqs),
         "team_sizes": dict(sorted(Counter(s.experts + 1 for s in strategies.values()).items())),
         "share_modes": dict(Counter(s.share for s in strategies.values() if s.experts)),
+        "mean_score": float(np.mean([r.score for r in rollouts])),
+        "mean_latency_s": float(np.mean([r.finished_at for r in rollouts])),
+        "invalid_actions": int(sum(r.counters["invalid_actions"] for r in rollouts)),
+    }
+    return seqs, stats
+
+
+def workflow_demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> tuple[list[TrainSeq], dict]:
+    """Equal shares of voting, eval_opt, orch_workers and a solo agent (the single control)."""
+    from swarmrl.rl.trainer import make_runtime
+    runtime, task = make_runtime(cfg, policy.tokenizer)
+    rng = np.random.default_rng(seed)
+    flows = [workflow_graph.preset(n, cfg.workflow.generators, cfg.workflow.workers)
+             for n in ("voting", "eval_opt", "orch_workers")] + [None]
+    problems = task.sample(rng, n_rollouts)
+    rollouts = [runtime.new_rollout(i, i, p, NO_DEADLINE, 0, workflow=flows[i % len(flows)])
+                for i, p in enumerate(problems)]
+    solo = ScriptedActor(policy.tokenizer, policy.end_id,
+                         {r.index: arith_scripts.Strategy(0, share="recompute") for r in rollouts if r.workflow is None})
+    actor = workflow_scripts.WorkflowScriptedActor(policy.tokenizer, policy.end_id, seed=seed, fallback=solo)
+    runtime.run(rollouts, actor, seed=seed)
+    seqs = [TrainSeq(a.ids, a.gen_mask, a.logprobs, 0.0, a.role, r.index)
+            for r in rollouts for a in r.agents.values() if any(a.gen_mask)]
+    by_flow: dict[str, list[float]] = {}
+    for r in rollouts:
+        by_flow.setdefault(r.workflow.name if r.workflow else "single", []).append(r.score)
+    stats = {
+        "rollouts": n_rollouts, "sequences": len(seqs), "generated_tokens": sum(sum(s.gen_mask) for s in seqs),
+        "team_sizes": {k: len(v) for k, v in by_flow.items()},  # rollouts per workflow
+        "mean_score_by_workflow": {k: float(np.mean(v)) for k, v in by_flow.items()},
         "mean_score": float(np.mean([r.score for r in rollouts])),
         "mean_latency_s": float(np.mean([r.finished_at for r in rollouts])),
         "invalid_actions": int(sum(r.counters["invalid_actions"] for r in rollouts)),
@@ -123,10 +167,10 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     t0 = time.perf_counter()
     torch.set_num_threads(cfg.run.threads)
     policy = build_tiny_policy(cfg.model, seed=cfg.warmstart.seed)
-    n = cfg.warmstart.demos_per_strategy * (cfg.workflow.max_experts + 1)
+    n = cfg.warmstart.demos_per_strategy * ((cfg.workflow.max_experts + 1) if demo_set(cfg) == "org" else 4)
     seqs, stats = demonstrations(cfg, policy, n, cfg.warmstart.seed)
-    log(f"warm start: {stats['rollouts']} scripted rollouts, {stats['sequences']} agent trajectories, "
-        f"{stats['generated_tokens']} target tokens; team sizes {stats['team_sizes']}")
+    log(f"warm start ({demo_set(cfg)}): {stats['rollouts']} scripted rollouts, {stats['sequences']} agent "
+        f"trajectories, {stats['generated_tokens']} target tokens; rollouts by team/workflow {stats['team_sizes']}")
     losses = supervised(policy, seqs, cfg.warmstart.epochs, cfg.warmstart.lr, cfg.warmstart.batch_sequences,
                         cfg.rl.micro_batch_tokens, cfg.warmstart.seed, log=log)
     tmp = out.with_name(out.name + ".tmp")
