@@ -74,7 +74,8 @@ class Runtime:
         self.limits = limits
 
     # ---------------------------------------------------------------- setup
-    def new_rollout(self, index: int, group: int, problem, time_limit: float, max_experts: int) -> Rollout:
+    def new_rollout(self, index: int, group: int, problem, time_limit: float, max_experts: int,
+                    prestaffed_experts: int = 0) -> Rollout:
         bus = MessageBus(latency_s=self.latency.message_latency_s,
                          max_message_chars=self.limits.max_message_chars,
                          max_messages_per_agent=self.limits.max_messages_per_agent)
@@ -83,6 +84,9 @@ class Runtime:
                     agents={}, org=org, bus=bus)
         bus.create_channel(GENERAL, "ceo", ["ceo"], 0.0)
         self._add_agent(r, "ceo", "ceo", 0.0, ready=True)
+        for _ in range(prestaffed_experts):  # a fixed team (scaling eval): hired at t=0 by the CEO's hire path
+            if err := self._execute(r, r.agents["ceo"], Action("hire", {"role": "expert"}), 0.0):
+                raise ValueError(f"prestaffed_experts={prestaffed_experts}: {err}")
         return r
 
     def _add_agent(self, r: Rollout, name: str, role: str, now: float, ready: bool) -> Agent:

@@ -20,7 +20,7 @@ from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
-from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
+from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
 from swarmrl.policy.sampler import HFSampler
@@ -28,6 +28,7 @@ from swarmrl.rl.advantages import get_advantage
 from swarmrl.rl.batch import TrainSeq, collect_sequences, micro_batches, pad, token_logprobs
 from swarmrl.rl.curriculum import time_limit_at
 from swarmrl.rl.losses import get_loss
+from swarmrl.rl.shaping import deadline_s, shaped_scores
 from swarmrl.tasks import make_task
 
 
@@ -61,8 +62,9 @@ class Trainer:
         cfg, step = self.cfg, self.step_idx
         t0 = time.perf_counter()
 
-        # 1. Rollouts: every problem `rollouts_per_problem` times, under this step's deadline.
-        time_limit = time_limit_at(cfg.time_limit, step)
+        # 1. Rollouts: every problem `rollouts_per_problem` times, under this step's deadline
+        #    (the curriculum's under RLCR shaping, the safety cap under penalty / none).
+        time_limit = deadline_s(cfg.shaping, time_limit_at(cfg.time_limit, step))
         problems = self.task.sample(np.random.default_rng([cfg.seed, step]), cfg.rl.problems_per_step)
         rollouts = [self.runtime.new_rollout(g * cfg.rl.rollouts_per_problem + j, g, p, time_limit, max_experts_for(cfg))
                     for g, p in enumerate(problems) for j in range(cfg.rl.rollouts_per_problem)]
@@ -70,8 +72,8 @@ class Trainer:
         self.runtime.run(rollouts, self.actor, seed=cfg.seed * 1_000_003 + step)
         rollout_s = time.perf_counter() - t0
 
-        # 2. Reward: the collective score, i.e. reward earned before the deadline.
-        scores = torch.tensor([r.score for r in rollouts])  # [N]
+        # 2. Reward: the collective score (reward earned before the deadline), latency-shaped.
+        scores = shaped_scores(cfg.shaping, rollouts)  # [N]
         groups = torch.tensor([r.group for r in rollouts])  # [N]
 
         # 3. Advantage: one scalar per rollout, applied flat to all its agents' tokens.
@@ -83,7 +85,8 @@ class Trainer:
 
         # 6. Metrics.
         generated = self.actor.generated_tokens - tokens_before
-        metrics = {"step": step, "time_limit": time_limit, **collective_metrics(rollouts)}
+        metrics = {"step": step, "time_limit": time_limit, **collective_metrics(
+            rollouts, ref_limit_s=cfg.time_limit.start, count_tokens=token_counter(self.policy.tokenizer))}
         metrics["reward_mean"] = float(scores.mean())
         metrics["team_size_hist"] = team_size_histogram(rollouts, cfg.workflow.max_experts + 1)
         metrics.update(update_metrics)
