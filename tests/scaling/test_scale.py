@@ -90,3 +90,23 @@ def test_checkpoint_from_another_task_is_refused():
     trained["task"]["items_per_problem"] = 8
     with pytest.raises(ConfigError, match="checkpoint is from another task.*items_per_problem"):
         check_same_task(trained, cfg)
+
+
+def test_summary_against_a_reference_single_agent():
+    ref = table({1: [0.125, 0.375, 0.5, 0.5, 0.5]}, LIMITS)  # best 0.5, first at 6 s
+    s = summarize(ROWS, reference=ref)
+    assert s["reference_single_best_score"] == 0.5 and s["reference_time_to_its_best_s"] == 6.0
+    by = s["by_team_size"]
+    assert by["4"]["time_to_reference_score_s"] == 4.0 and by["4"]["tokens_at_reference_score"] == 404.0
+    assert by["2"]["time_to_reference_score_s"] == 6.0 and by["8"]["time_to_reference_score_s"] == 8.0
+    assert by["1"]["time_to_single_agent_score_s"] == 8.0  # the plain comparison is unchanged
+
+
+def test_scripted_solo_reference_is_a_perfect_single_agent():
+    from swarmrl.scaling.scale import scripted_solo_rows
+    cfg = load_config(TINY, [])
+    cfg = load_config(TINY, ["sampler.max_turns_per_agent=12"])  # take + 4 items + done
+    rows = scripted_solo_rows(cfg, build_tiny_policy(cfg.model), ScaleSpec([1], [1.0, 30.0], problems=3))
+    assert [r["time_limit_s"] for r in rows] == [1.0, 30.0]
+    assert rows[0]["score_mean"] < 1.0 and rows[1]["score_mean"] == 1.0  # every item, given the time
+    assert rows[1]["team_size_mean"] == 1.0 and rows[1]["messages_per_rollout"] == 0.0

@@ -29,10 +29,12 @@ from swarmrl.config import Config, ConfigError, _suggest, load_config
 from swarmrl.policy.model import load_policy
 from swarmrl.report.scaling import (md_table, plot_grouped_bars, plot_score_vs_latency, plot_tokens_vs_latency,
                                     plot_training_compare)
-from swarmrl.scaling.scale import ScaleSpec, check_spec, run_scaling, score_at, summarize, write_table
+from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize,
+                                   write_table)
 
 WARM = "warm_start"
 WINDOW = 10  # steps in the "first" and "last" training windows the checks compare
+REF = "scripted_solo"  # the perfect single agent every team is also compared with
 
 
 @dataclass
@@ -83,23 +85,37 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, list[dict]],
-                   summaries: dict[str, dict]) -> dict:
-    """The issue's checks, from the training metrics and the scaling tables."""
+                   summaries: dict[str, dict], reference: list[dict] | None = None) -> dict:
+    """The issue's checks, from the training metrics and the scaling tables.
+
+    "Single agent" is read two ways: the same checkpoint at team size 1 (the issue's
+    definition), and `reference`, the perfect scripted single agent (`..._reference...` keys).
+    """
     tight, loose = cfg.time_limit.start, cfg.time_limit.end
-    out: dict = {"tight_limit_s": tight, "loose_limit_s": loose, "arms": {}}
+    out: dict = {"tight_limit_s": tight, "loose_limit_s": loose, "window_steps": WINDOW, "arms": {}}
+    ref_items = score_at(reference, 1, tight, "useful_work") if reference else None
     for arm, rows in tables.items():
         sizes = sorted({r["team_size"] for r in rows})
         single = score_at(rows, 1, tight, "useful_work") if 1 in sizes else None
         teams = {k: score_at(rows, k, tight, "useful_work") for k in sizes if k > 1}
         best_k = max(teams, key=lambda k: teams[k] or 0.0) if teams else None
         s = summaries[arm]
-        ttss = {int(k): v["time_to_single_agent_score_s"] for k, v in s["by_team_size"].items()}
+        ttss = {int(k): v.get("time_to_single_agent_score_s") for k, v in s["by_team_size"].items()}
         team_t = [t for k, t in ttss.items() if k > 1 and t is not None]
         a = {"items_single_at_tight": single, "items_by_team_at_tight": teams, "best_team_size_at_tight": best_k,
              "items_ratio_best_team_vs_single_at_tight": _ratio(teams.get(best_k), single),
              "time_to_single_agent_score_s": ttss,
              "single_agent_best_score": s.get("single_agent_best_score"),
              "team_beats_single_to_its_best": (min(team_t) < ttss.get(1)) if team_t and ttss.get(1) else False}
+        if reference:
+            ttrs = {int(k): v.get("time_to_reference_score_s") for k, v in s["by_team_size"].items()}
+            ref_t = [t for k, t in ttrs.items() if k > 1 and t is not None]
+            a.update({"items_reference_at_tight": ref_items,
+                      "items_ratio_best_team_vs_reference_at_tight": _ratio(teams.get(best_k), ref_items),
+                      "reference_best_score": s.get("reference_single_best_score"),
+                      "reference_time_to_its_best_s": s.get("reference_time_to_its_best_s"),
+                      "time_to_reference_score_s": ttrs,
+                      "team_beats_reference_to_its_best": bool(ref_t) and min(ref_t) < s["reference_time_to_its_best_s"]})
         for key in ("ref/messages_per_rollout", "ref/expert_work_share", "ref/score_mean", "messages_per_rollout",
                     "expert_work_share", "score_mean", "team_size_mean"):
             if arm in runs:
@@ -114,6 +130,9 @@ def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, l
         out["check_messages_rise_1.5x"] = (m.get("ratio") or 0) >= 1.5
         out["check_expert_share_rises"] = (tl.get("train/ref/expert_work_share", {}).get("change") or 0) > 0
         out["check_team_reaches_single_best_sooner"] = tl["team_beats_single_to_its_best"]
+        if reference:
+            out["check_items_2x_reference_at_tight"] = (tl["items_ratio_best_team_vs_reference_at_tight"] or 0) >= 2.0
+            out["check_team_reaches_reference_best_sooner"] = tl["team_beats_reference_to_its_best"]
     if tl and no:
         mt, mn = tl["train/ref/messages_per_rollout"], no["train/ref/messages_per_rollout"]
         et, en = tl["train/ref/expert_work_share"], no["train/ref/expert_work_share"]
@@ -163,8 +182,17 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
             ["none: neither rises as much (messages ratio, share change)",
              _none_text(checks), all(checks.get("check_none_rises_less", {}).values()) if "check_none_rises_less" in checks else None],
             ["time_limit: a team reaches the single agent's best score sooner",
-             ", ".join(f"{k}: {_f(v)} s" for k, v in tl["time_to_single_agent_score_s"].items()),
-             checks["check_team_reaches_single_best_sooner"]]]), ""]
+             ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_single_agent_score_s"].items()),
+             checks["check_team_reaches_single_best_sooner"]]]
+            + ([[f"(vs the perfect scripted single agent) best team solves >= 2x its items at {tight:g} s",
+                 f"{_f(tl['items_by_team_at_tight'].get(tl['best_team_size_at_tight']))} vs {_f(tl['items_reference_at_tight'])}"
+                 f" = {_f(tl['items_ratio_best_team_vs_reference_at_tight'])}x", checks["check_items_2x_reference_at_tight"]],
+                ["(vs the perfect scripted single agent) a team reaches its best score sooner",
+                 f"it needs {_f(tl['reference_time_to_its_best_s'])} s for {_f(tl['reference_best_score'])}; teams: "
+                 + ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_reference_score_s"].items() if k > 1),
+                 checks["check_team_reaches_reference_best_sooner"]]] if "items_reference_at_tight" in tl else [])), "",
+            "Team size 1 is the trained checkpoint playing alone (header `max=0`); the perfect scripted single agent "
+            "is the warm start's solo demonstrator (never wrong, fewest tokens) on the same problems and clock.\n"]
     L += ["## Score at the tight and loose limits (scaling eval)\n",
           md_table(["arm", "team size"] + [f"score @ {tight:g} s", f"score @ {loose:g} s", f"items @ {tight:g} s",
                                            f"chosen team size @ {loose:g} s", f"experts' share @ {loose:g} s",
@@ -174,11 +202,16 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
                      score_at(rows, k, loose, "messages_per_rollout"), score_at(rows, k, loose, "total_tokens_per_rollout")]
                     for arm, rows in tables.items() for k in sorted({r["team_size"] for r in rows})]), "",
           "## Time to the single agent's best score\n",
-          md_table(["arm", "single agent's best score"] + [f"team {k}: s (tokens)" for k in exp.scale.team_sizes],
-                   [[arm, s.get("single_agent_best_score")] + [
-                       f"{_f(s['by_team_size'][str(k)]['time_to_single_agent_score_s'])} "
-                       f"({_f(s['by_team_size'][str(k)]['tokens_at_that_limit'])})" for k in exp.scale.team_sizes]
-                    for arm, s in summaries.items()]), "",
+          "Smallest latency budget (simulated s) at which each team size first reaches the target score, "
+          "and the tokens per rollout it had spent by then (`never`: not within the grid).\n",
+          md_table(["arm", "target"] + [f"team {k}: s (tokens)" for k in exp.scale.team_sizes],
+                   [[arm, f"{who} {_f(s.get(best))}"] + [
+                       f"{_f(s['by_team_size'][str(k)].get(f'time_to_{tag}_score_s'), 'never')} "
+                       f"({_f(s['by_team_size'][str(k)].get(f'tokens_at_{tag}_score'))})" for k in exp.scale.team_sizes]
+                    for arm, s in summaries.items()
+                    for who, tag, best in (("own single agent", "single_agent", "single_agent_best_score"),
+                                           ("perfect scripted single agent", "reference", "reference_single_best_score"))
+                    if s.get(best) is not None]), "",
           "## Training: first vs last 10 steps\n",
           md_table(["arm", "metric", "first 10", "last 10", "ratio"],
                    [[arm, k[6:], v["first10"], v["last10"], v["ratio"]]
@@ -191,8 +224,8 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
     return path
 
 
-def _f(v) -> str:
-    return "n/a" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
+def _f(v, none: str = "n/a") -> str:
+    return none if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 def _none_text(checks: dict) -> str:
@@ -225,16 +258,19 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
             train(cfg, run_dir, init_policy=init, log=log, overwrite=True)
         runs[arm] = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     tables, summaries = {}, {}
+    policy = load_policy(init)
+    reference = scripted_solo_rows(base, policy, exp.scale)
+    write_table(reference, summarize(reference), out / "scaling", REF)
     for arm in [WARM] + list(cfgs):
         log(f"scaling evaluation: {arm}")
-        policy = load_policy(init) if arm == WARM else load_trained_policy(out / "arms" / arm)[0]
+        policy = policy if arm == WARM else load_trained_policy(out / "arms" / arm)[0]
         rows = run_scaling(base, policy, exp.scale, log=log)
-        tables[arm], summaries[arm] = rows, summarize(rows)
+        tables[arm], summaries[arm] = rows, summarize(rows, reference)
         write_table(rows, summaries[arm], out / "scaling", arm)
         plot_score_vs_latency(rows, out / "scaling" / f"{arm}_score_vs_latency.png", f"{arm}: score vs latency budget",
-                              {"tight": base.time_limit.start, "loose": base.time_limit.end})
+                              {"tight": base.time_limit.start, "loose": base.time_limit.end}, reference=reference)
         plot_tokens_vs_latency(rows, out / "scaling" / f"{arm}_tokens_vs_latency.png", f"{arm}: tokens per rollout")
-    checks = compute_checks(base, runs, tables, summaries)
+    checks = compute_checks(base, runs, tables, summaries, reference)
     info = {"init": str(init), "wall_s": time.perf_counter() - t0}
     report = write_report(out, base, exp, runs, tables, summaries, checks, info)
     (out / "summary.json").write_text(json.dumps({"checks": checks, "summaries": summaries, **info,

@@ -23,10 +23,14 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def plot_score_vs_latency(rows: list[dict], path: Path, title: str = "score vs latency budget",
-                          marks_s: dict[str, float] | None = None, key: str = "score_mean") -> Path:
-    """One curve per team size: the collective test-time scaling plot."""
+                          marks_s: dict[str, float] | None = None, key: str = "score_mean",
+                          reference: list[dict] | None = None) -> Path:
+    """One curve per team size: the collective test-time scaling plot (+ a reference single agent)."""
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
+    if reference:
+        x, y = curve(reference, 1, key)
+        ax.plot(x, y, color="black", ls="--", lw=1.2, label="perfect scripted single agent")
     for i, k in enumerate(sorted({r["team_size"] for r in rows})):
         x, y = curve(rows, k, key)
         ax.plot(x, y, marker="o", ms=3, color=f"C{i % 10}", label=f"team {k}" if k > 1 else "single agent")
@@ -88,7 +92,7 @@ def plot_grouped_bars(values: dict[str, dict[str, float | None]], path: Path, yl
 
 def _fmt(v, nd: int = 3) -> str:
     if v is None:
-        return "never"
+        return "n/a"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
