@@ -33,7 +33,7 @@ from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at,
                                    write_table)
 
 WARM = "warm_start"
-WINDOW = 10  # steps in the "first" and "last" training windows the checks compare
+WINDOW = 10  # steps in the "first" and "last" training windows the checks compare (at most half the run)
 REF = "scripted_solo"  # the perfect single agent every team is also compared with
 
 
@@ -75,7 +75,13 @@ def arm_configs(exp: ExperimentConfig, resolve) -> dict[str, Config]:
     return cfgs
 
 
-def _window_mean(rows: list[dict], key: str, first: bool, n: int = WINDOW) -> float | None:
+def window_steps(rows: list[dict]) -> int:
+    """The issue's first/last 10 steps, shrunk to half the run so the windows never overlap."""
+    return max(1, min(WINDOW, len(rows) // 2))
+
+
+def _window_mean(rows: list[dict], key: str, first: bool) -> float | None:
+    n = window_steps(rows)
     vals = [r[key] for r in (rows[:n] if first else rows[-n:]) if isinstance(r.get(key), (int, float))]
     return float(np.mean(vals)) if vals else None
 
@@ -92,7 +98,7 @@ def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, l
     definition), and `reference`, the perfect scripted single agent (`..._reference...` keys).
     """
     tight, loose = cfg.time_limit.start, cfg.time_limit.end
-    out: dict = {"tight_limit_s": tight, "loose_limit_s": loose, "window_steps": WINDOW, "arms": {}}
+    out: dict = {"tight_limit_s": tight, "loose_limit_s": loose, "window_steps": {a: window_steps(r) for a, r in runs.items()}, "arms": {}}
     ref_items = score_at(reference, 1, tight, "useful_work") if reference else None
     for arm, rows in tables.items():
         sizes = sorted({r["team_size"] for r in rows})
@@ -120,7 +126,7 @@ def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, l
                     "expert_work_share", "score_mean", "team_size_mean"):
             if arm in runs:
                 f, l_ = _window_mean(runs[arm], key, True), _window_mean(runs[arm], key, False)
-                a[f"train/{key}"] = {"first10": f, "last10": l_, "ratio": _ratio(l_, f),
+                a[f"train/{key}"] = {"first": f, "last": l_, "ratio": _ratio(l_, f),
                                      "change": None if f is None or l_ is None else l_ - f}
         out["arms"][arm] = a
     tl, no = out["arms"].get("time_limit"), out["arms"].get("none")
@@ -167,6 +173,7 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
          f"Tight limit = the curriculum's first deadline ({tight:g} s), loose = its last ({loose:g} s). "
          f"Wall time {info['wall_s']:.0f} s.\n", "## Checks\n"]
     tl = checks["arms"].get("time_limit", {})
+    w = min(checks["window_steps"].values(), default=WINDOW)
     if tl:
         m = tl["train/ref/messages_per_rollout"]
         e = tl["train/ref/expert_work_share"]
@@ -175,9 +182,9 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
              f"team {tl['best_team_size_at_tight']}: {_f(tl['items_by_team_at_tight'].get(tl['best_team_size_at_tight']))} vs "
              f"single {_f(tl['items_single_at_tight'])} = {_f(tl['items_ratio_best_team_vs_single_at_tight'])}x",
              checks["check_items_2x_at_tight"]],
-            [f"time_limit: messages/rollout (as of {tight:g} s) last-10 >= 1.5x first-10",
-             f"{_f(m['first10'])} -> {_f(m['last10'])} = {_f(m['ratio'])}x", checks["check_messages_rise_1.5x"]],
-            ["time_limit: experts' share of the work rises", f"{_f(e['first10'])} -> {_f(e['last10'])}",
+            [f"time_limit: messages/rollout (as of {tight:g} s) last-{w} >= 1.5x first-{w} steps",
+             f"{_f(m['first'])} -> {_f(m['last'])} = {_f(m['ratio'])}x", checks["check_messages_rise_1.5x"]],
+            ["time_limit: experts' share of the work rises", f"{_f(e['first'])} -> {_f(e['last'])}",
              checks["check_expert_share_rises"]],
             ["none: neither rises as much (messages ratio, share change)",
              _none_text(checks), all(checks.get("check_none_rises_less", {}).values()) if "check_none_rises_less" in checks else None],
@@ -212,9 +219,9 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
                     for who, tag, best in (("own single agent", "single_agent", "single_agent_best_score"),
                                            ("perfect scripted single agent", "reference", "reference_single_best_score"))
                     if s.get(best) is not None]), "",
-          "## Training: first vs last 10 steps\n",
-          md_table(["arm", "metric", "first 10", "last 10", "ratio"],
-                   [[arm, k[6:], v["first10"], v["last10"], v["ratio"]]
+          f"## Training: first vs last {w} steps\n",
+          md_table(["arm", "metric", f"first {w}", f"last {w}", "ratio"],
+                   [[arm, k[6:], v["first"], v["last"], v["ratio"]]
                     for arm, a in checks["arms"].items() for k, v in a.items() if k.startswith("train/")]), "",
           "## Figures\n"]
     L += [f"![{p.stem}](figures/{p.name})" for p in sorted(fig.glob("*.png"))]
