@@ -110,3 +110,25 @@ def test_scripted_solo_reference_is_a_perfect_single_agent():
     assert [r["time_limit_s"] for r in rows] == [1.0, 30.0]
     assert rows[0]["score_mean"] < 1.0 and rows[1]["score_mean"] == 1.0  # every item, given the time
     assert rows[1]["team_size_mean"] == 1.0 and rows[1]["messages_per_rollout"] == 0.0
+
+
+def test_cli_scale_on_a_run_and_a_checkpoint_from_another_task(tmp_path, capsys):
+    import json
+
+    from swarmrl.cli import main
+    from swarmrl.policy.model import save_policy
+    from swarmrl.rl.loop import train
+    cfg = load_config(TINY, ["rl.steps=1"])
+    save_policy(build_tiny_policy(cfg.model), tmp_path / "init")
+    run = train(cfg, tmp_path / "run", init_policy=tmp_path / "init", log=lambda *_: None)
+    out = tmp_path / "scale"
+    assert main(["scale", str(run.path), "--team-sizes", "1,2", "--time-limits", "1,3", "--problems", "2",
+                 "--out", str(out)]) == 0
+    rows = json.loads((out / "scaling.json").read_text())["rows"]
+    assert [(r["team_size"], r["time_limit_s"]) for r in rows] == [(1, 1.0), (1, 3.0), (2, 1.0), (2, 3.0)]
+    assert (out / "score_vs_latency.png").stat().st_size > 0 and (out / "scaling.csv").exists()
+    capsys.readouterr()
+    # The same run scored with a config of another task shape: a clear error, not a silent score.
+    assert main(["scale", str(run.path), "--config", str(TINY), "task.items_per_problem=6", "--team-sizes", "1,2",
+                 "--out", str(out)]) == 2
+    assert "checkpoint is from another task" in capsys.readouterr().out
