@@ -25,7 +25,6 @@ from swarmrl.cli import DEMO_CONFIG, resolve_config
 from swarmrl.config import load_config
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import load_policy
-from swarmrl.policy.sampler import HFSampler
 from swarmrl.policy.warmstart import warm_start
 from swarmrl.rl.trainer import make_runtime, max_experts_for
 
@@ -35,7 +34,7 @@ def run_runtime(cfg, policy, seed: int) -> dict:
     problems = task.sample(np.random.default_rng([cfg.seed, seed]), cfg.rl.problems_per_step)
     rollouts = [runtime.new_rollout(g * cfg.rl.rollouts_per_problem + j, g, p, cfg.time_limit.end, max_experts_for(cfg))
                 for g, p in enumerate(problems) for j in range(cfg.rl.rollouts_per_problem)]
-    actor = LLMActor(HFSampler(policy, cfg.sampler.temperature), cfg.sampler.max_new_tokens_per_turn)
+    actor = LLMActor(policy, cfg.sampler.max_new_tokens_per_turn, temperature=cfg.sampler.temperature)
     calls = []
     inner = actor.act
 

@@ -1,4 +1,4 @@
-"""`swarmrl` command line: pretrain, train, eval, demo, report."""
+"""`swarmrl` command line: pretrain, train, eval, scale, experiment, demo, report."""
 
 from __future__ import annotations
 
@@ -132,6 +132,73 @@ def cmd_report(args, console: Console) -> int:
     return 0
 
 
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def cmd_scale(args, console: Console) -> int:
+    """Score vs latency budget per team size (the collective test-time scaling table)."""
+    import torch
+    from swarmrl.config import apply_overrides, config_from_dict
+    from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
+    from swarmrl.rl.loop import load_trained_policy
+    from swarmrl.scaling.scale import ScaleSpec, check_same_task, check_spec, run_scaling, summarize, write_table
+    if args.config:
+        cfg = load_config(resolve_config(args.config), args.overrides)
+    else:
+        run_cfg = _run_config(Path(args.checkpoint))
+        if run_cfg is None:
+            raise ConfigError(f"{args.checkpoint} has no run config: pass --config")
+        cfg = config_from_dict(apply_overrides(run_cfg, args.overrides))
+    spec = ScaleSpec(team_sizes=[int(x) for x in _floats(args.team_sizes)], problems=args.problems or cfg.eval.problems,
+                     prestaffed=args.prestaffed,
+                     time_limits_s=_floats(args.time_limits) if args.time_limits else ScaleSpec().time_limits_s)
+    check_spec(cfg, spec)  # bad input fails before the model loads
+    policy, run_cfg = load_trained_policy(Path(args.checkpoint))
+    check_same_task(run_cfg, cfg)
+    torch.set_num_threads(cfg.run.threads)
+    rows = run_scaling(cfg, policy, spec, log=console.print)
+    summary = summarize(rows)
+    out = Path(args.out)
+    paths = write_table(rows, summary, out)
+    paths += [plot_score_vs_latency(rows, out / "score_vs_latency.png",
+                                    marks_s={"tight": cfg.time_limit.start, "loose": cfg.time_limit.end}),
+              plot_tokens_vs_latency(rows, out / "tokens_vs_latency.png")]
+    t = Table(title=f"time to the single agent's best score ({summary.get('single_agent_best_score')})")
+    for col in ("team size", "time-to-score (s)", "tokens then", "best score"):
+        t.add_column(col)
+    for k, v in summary["by_team_size"].items():
+        t.add_row(k, str(v["time_to_single_agent_score_s"]), f"{v['tokens_at_that_limit'] or 0:.0f}", f"{v['best_score']:.3f}")
+    console.print(t)
+    for p in paths:
+        console.print(str(p))
+    return 0
+
+
+def _run_config(path: Path) -> dict | None:
+    """The resolved config of a run dir or of a checkpoint inside one (None for a bare model dir)."""
+    import yaml
+    for cand in (path / "config.yaml", path.parent.parent / "config.yaml"):
+        if cand.exists() and (cand.parent / "model").exists():
+            return yaml.safe_load(cand.read_text())
+    return None
+
+
+def cmd_experiment(args, console: Console) -> int:
+    from swarmrl.experiments.latency_shaping import load_experiment, run_experiment
+    if args.name != "latency-shaping":
+        raise ConfigError(f"unknown experiment {args.name!r} (known: latency-shaping)")
+    path = resolve_config(args.config or "experiments/latency_shaping.yaml")
+    exp = load_experiment(path, args.overrides)
+    report = run_experiment(exp, Path(args.out), resolve_config, init=Path(args.init) if args.init else None,
+                            log=console.print)
+    console.print(f"report: {report}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="swarmrl", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -159,6 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None)
     p.add_argument("--out", default="runs/demo")
     p.set_defaults(fn=cmd_demo)
+    p = sub.add_parser("scale", help="score vs latency budget per team size (collective scaling eval)")
+    p.add_argument("checkpoint", help="run dir, checkpoint dir, or model dir (then --config is needed)")
+    p.add_argument("--team-sizes", default="1,2,4,8", help="comma-separated, CEO included")
+    p.add_argument("--time-limits", default=None, help="comma-separated simulated seconds")
+    p.add_argument("--problems", type=int, default=None, help="held-out problems per team size")
+    p.add_argument("--prestaffed", action="store_true", help="hire the team at t=0 instead of capping the CEO")
+    p.add_argument("--config", help="config (default: the run's own)")
+    p.add_argument("--out", default="scaling", help="directory for scaling.json/.csv and PNGs")
+    p.set_defaults(fn=cmd_scale)
+    p = sub.add_parser("experiment", help="named experiments (latency-shaping)")
+    p.add_argument("name", help="latency-shaping")
+    p.add_argument("--config", help="experiment YAML (default configs/experiments/latency_shaping.yaml)")
+    p.add_argument("--out", default="runs/latency_shaping")
+    p.add_argument("--init", help="warm start dir shared by the arms (default: the cached warm start)")
+    p.set_defaults(fn=cmd_experiment)
     p = sub.add_parser("report", help="(re)draw a run's plots")
     p.add_argument("run")
     p.set_defaults(fn=cmd_report)

@@ -144,6 +144,21 @@ class TimeLimitConfig:
 
 
 @dataclass
+class ShapingConfig:
+    mode: Literal["time_limit", "penalty", "none"] = "time_limit"
+    """How latency enters the reward. `time_limit` (RLCR): the rollout is cut at the curriculum's
+    deadline and scores the reward earned before it. `penalty` (the DeepSeek-style alternative):
+    no deadline but the safety cap, reward minus `penalty_per_s` * latency. `none`: the task
+    reward alone (no incentive to be fast), under the safety cap."""
+    penalty_per_s: float = 0.02
+    """lambda of `penalty`: score lost per simulated second of rollout latency."""
+    safety_cap_s: float = 20.0
+    """Deadline (simulated seconds) of `penalty` and `none`: generous, only there so that a
+    rollout that loops cannot run forever. On the demo task a perfect single agent solves all
+    8 items in 14 s and the warm-started teams finish by ~16 s."""
+
+
+@dataclass
 class RLConfig:
     steps: int = 40
     """Optimizer steps of RL training."""
@@ -257,6 +272,7 @@ class Config:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     clock: ClockConfig = field(default_factory=ClockConfig)
     time_limit: TimeLimitConfig = field(default_factory=TimeLimitConfig)
+    shaping: ShapingConfig = field(default_factory=ShapingConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -367,6 +383,8 @@ def validate(cfg: Config) -> Config:
         (cfg.eval.val_problems >= 1, "eval.val_problems must be >= 1"),
         (cfg.time_limit.start > 0, "time_limit.start must be > 0 seconds"),
         (cfg.time_limit.end > 0, "time_limit.end must be > 0 seconds"),
+        (cfg.shaping.penalty_per_s >= 0, "shaping.penalty_per_s must be >= 0"),
+        (cfg.shaping.safety_cap_s > 0, "shaping.safety_cap_s must be > 0 seconds"),
         (cfg.time_limit.ramp_steps >= 0, "time_limit.ramp_steps must be >= 0"),
         (cfg.rl.steps >= 0, "rl.steps must be >= 0"),
         (cfg.rl.problems_per_step >= 1, "rl.problems_per_step must be >= 1"),

@@ -84,9 +84,10 @@ class Runtime:
 
     # ---------------------------------------------------------------- setup
     def new_rollout(self, index: int, group: int, problem, time_limit: float, max_experts: int,
-                    workflow: Workflow | None = None) -> Rollout:
-        """An org with the CEO alone (RLCR; `single` = max_experts 0), or a fixed workflow
-        with every role staffed at t=0 (its sources start, the others wait for inputs)."""
+                    workflow: Workflow | None = None, prestaffed_experts: int = 0) -> Rollout:
+        """An org with the CEO alone (RLCR; `single` = max_experts 0) or with `prestaffed_experts`
+        hired at t=0 (scaling eval), or a fixed workflow with every role staffed at t=0 (its
+        sources start, the others wait for inputs)."""
         bus = MessageBus(latency_s=self.latency.message_latency_s,
                          max_message_chars=self.limits.max_message_chars,
                          max_messages_per_agent=self.limits.max_messages_per_agent)
@@ -96,6 +97,9 @@ class Runtime:
         if workflow is None:
             bus.create_channel(GENERAL, "ceo", ["ceo"], 0.0)
             self._add_agent(r, "ceo", "ceo", 0.0, ready=True)
+            for _ in range(prestaffed_experts):  # a fixed team (scaling eval): hired at t=0 by the CEO's hire path
+                if err := self._execute(r, r.agents["ceo"], Action("hire", {"role": "expert"}), 0.0):
+                    raise ValueError(f"prestaffed_experts={prestaffed_experts}: {err}")
             return r
         for spec in workflow.roles:
             for name in spec.agent_names():

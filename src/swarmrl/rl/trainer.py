@@ -21,7 +21,7 @@ from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
-from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
+from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
 from swarmrl.diagnostics.detectors import Detectors
 from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.policy.actor import LLMActor
@@ -31,6 +31,7 @@ from swarmrl.rl.advantages import get_advantage
 from swarmrl.rl.batch import collect_sequences
 from swarmrl.rl.curriculum import time_limit_at
 from swarmrl.rl.losses import get_loss
+from swarmrl.rl.shaping import deadline_s, shaped_scores
 from swarmrl.rl.update import Updater
 from swarmrl.sandbox import check_infra_errors
 from swarmrl.tasks import make_task
@@ -64,6 +65,14 @@ def role_types(cfg: Config) -> list[str]:
 
 
 def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
+    # LoRA A matrices are drawn from torch's global RNG: seed it here (without disturbing the
+    # caller's stream) so that the same config gives the same adapters in any process.
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg.seed)
+        return _policy_set(cfg, policy)
+
+
+def _policy_set(cfg: Config, policy: Policy) -> PolicySet:
     return PolicySet(policy, cfg.policy.sharing, role_types(cfg), lora_rank=cfg.policy.lora_rank,
                      lora_alpha=cfg.policy.lora_alpha, lora_targets=cfg.policy.lora_targets,
                      temperature=cfg.sampler.temperature)
@@ -92,21 +101,22 @@ class Trainer:
         cfg, step = self.cfg, self.step_idx
         t0 = time.perf_counter()
 
-        # 1. Rollouts: every problem `rollouts_per_problem` times, under this step's deadline.
-        time_limit = time_limit_at(cfg.time_limit, step)
+        # 1. Rollouts: every problem `rollouts_per_problem` times, under this step's deadline
+        #    (the curriculum's under RLCR shaping, the safety cap under penalty / none).
+        time_limit = deadline_s(cfg.shaping, time_limit_at(cfg.time_limit, step))
         problems = self.task.sample(np.random.default_rng([cfg.seed, step]), cfg.rl.problems_per_step)
         rollouts = new_rollouts(cfg, self.runtime, problems, cfg.rl.rollouts_per_problem, time_limit)
         tokens_before = self.actor.generated_tokens
         self.runtime.run(rollouts, self.actor, seed=cfg.seed * 1_000_003 + step)
         rollout_s = time.perf_counter() - t0
 
-        # 2. Reward: the collective score (reward earned before the deadline), the same for
-        #    every agent of a rollout. A rollout whose grader failed (infra_error) is not a
-        #    zero: it is left out of the loss and counted.
+        # 2. Reward: the collective score (reward earned before the deadline; latency-shaped
+        #    under `shaping.mode`), the same for every agent of a rollout. A rollout whose
+        #    grader failed (infra_error) is not a zero: it is left out of the loss and counted.
         keep, infra_rate = check_infra_errors(rollouts, cfg.sandbox.max_infra_error_rate)  # raises past the threshold
         usable = [r for r, k in zip(rollouts, keep) if k]
         seqs = collect_sequences(usable)
-        score_of = {r.index: r.score for r in usable}
+        score_of = dict(zip([r.index for r in usable], shaped_scores(cfg.shaping, usable).tolist()))
         rewards = torch.tensor([score_of[s.rollout] for s in seqs])  # [S]
         groups = torch.tensor([s.group for s in seqs])  # [S]
         rollout_ids = torch.tensor([s.rollout for s in seqs])  # [S]
@@ -124,8 +134,9 @@ class Trainer:
 
         # 6. Metrics, per-role diagnostics and detectors.
         generated = self.actor.generated_tokens - tokens_before
-        metrics = {"step": step, "time_limit": time_limit, **collective_metrics(rollouts)}
-        metrics["reward_mean"] = float(np.mean([r.score for r in usable])) if usable else 0.0
+        metrics = {"step": step, "time_limit": time_limit, **collective_metrics(
+            rollouts, ref_limit_s=cfg.time_limit.start, count_tokens=token_counter(self.policy.tokenizer))}
+        metrics["reward_mean"] = float(np.mean(list(score_of.values()))) if score_of else 0.0
         metrics["infra_error_rate"] = infra_rate
         metrics["team_size_hist"] = team_size_histogram(rollouts, cfg.workflow.max_experts + 1)
         metrics.update(update_metrics)

@@ -97,8 +97,8 @@ class Updater:
             for slot, opt in self.optimizers.items():
                 norm = float(torch.nn.utils.clip_grad_norm_(self.policies.parameters(slot), self.cfg.grad_clip))
                 out["grad_norm"] = out.get("grad_norm", 0.0) + norm / len(parts)
-                if self.policies.sharing != "shared":
-                    role_norms.setdefault(slot, []).append(norm)
+                if self.policies.sharing != "shared" and any(self.policies.slot(s.role) == slot for s in mb):
+                    role_norms.setdefault(slot, []).append(norm)  # a role absent this step has no norm, not 0
                 opt.step()
             for key, v in sums.items():
                 out[key] = out.get(key, 0.0) + v / len(parts)

@@ -1,0 +1,205 @@
+"""Collective inference-time scaling: score versus latency budget, one curve per team size.
+
+The collective analogue of the reasoning models' test-time scaling plot: for a fixed policy,
+how much of the task does a team of k agents get done within L seconds, and at what latency
+does a team first match the best a single agent ever does (time-to-single-agent-score)?
+
+Each team size runs once, at the largest limit of the grid, on the held-out problems; the
+score at every smaller limit L is read off the same timeline (`diagnostics.collective.at_limit`).
+This is exact, not an approximation: agents are never told the deadline, and a turn that
+would start after it never runs, so everything before L is what a rollout cut at L would
+have done (tested against real cut runs). It also makes each curve monotone in L and the
+cells of one team size paired, so differences between limits are not sampling noise.
+
+Team size is fixed per cell in one of two ways (`prestaffed`): the CEO may hire up to k - 1
+experts (the policy still chooses, and the table reports the size it chose), or the org
+starts with k - 1 experts already hired.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from swarmrl.config import Config, ConfigError
+from swarmrl.diagnostics.collective import at_limit, snapshot_metrics, token_counter
+from swarmrl.policy.actor import LLMActor
+from swarmrl.policy.model import Policy
+from swarmrl.rl.trainer import make_runtime
+
+# Columns of the CSV, in order (the JSON rows hold every metric).
+CSV_COLUMNS = ("team_size", "time_limit_s", "score_mean", "useful_work", "useful_work_per_min",
+               "team_size_mean", "expert_work_share", "messages_per_rollout", "critical_path_s",
+               "total_tokens_per_rollout", "generated_tokens_per_rollout")
+
+
+@dataclass
+class ScaleSpec:
+    team_sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    """Team sizes to evaluate, CEO included (1 = a single agent)."""
+    time_limits_s: list[float] = field(default_factory=lambda: [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24])
+    """Latency budgets (simulated seconds); the runs go to the largest, the rest are free."""
+    problems: int = 32
+    """Held-out problems per team size (one rollout each)."""
+    prestaffed: bool = False
+    """False: the CEO may hire up to team_size - 1 experts. True: they are hired at t = 0."""
+
+
+def check_spec(cfg: Config, spec: ScaleSpec) -> ScaleSpec:
+    """Clear errors for bad input, before any model runs."""
+    if not spec.team_sizes or not spec.time_limits_s:
+        raise ConfigError("scale needs at least one team size and one time limit")
+    bad = [L for L in spec.time_limits_s if not (isinstance(L, (int, float)) and math.isfinite(L) and L > 0)]
+    if bad:
+        raise ConfigError(f"time limits must be > 0 seconds, got {bad}")
+    top = cfg.workflow.max_experts + 1 if cfg.workflow.name != "single" else 1
+    bad = [k for k in spec.team_sizes if not 1 <= k <= top]
+    if bad:
+        raise ConfigError(f"team sizes must be in 1..{top} (workflow.max_experts + 1 for "
+                          f"workflow {cfg.workflow.name!r}), got {bad}")
+    if spec.problems < 1:
+        raise ConfigError(f"problems must be >= 1, got {spec.problems}")
+    return ScaleSpec(sorted(set(spec.team_sizes)), sorted(set(float(x) for x in spec.time_limits_s)),
+                     spec.problems, spec.prestaffed)
+
+
+def check_same_task(trained: dict | None, cfg: Config) -> None:
+    """A checkpoint trained on another task (or another shape of it) cannot be scored on this one."""
+    if not trained or "task" not in trained:
+        return
+    want = {k: v for k, v in cfg.task.__dict__.items() if k != "eval_seed"}
+    got = {k: trained["task"].get(k) for k in want}
+    if got != want:
+        diff = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+        raise ConfigError(f"checkpoint is from another task: trained on {diff} (trained, asked); "
+                          "score it with its own task config")
+
+
+def run_scaling(cfg: Config, policy: Policy, spec: ScaleSpec, log=print) -> list[dict]:
+    """One row per (team size, time limit), sorted by team size then limit."""
+    spec = check_spec(cfg, spec)
+    horizon = max(spec.time_limits_s)
+    runtime, task = make_runtime(cfg, policy.tokenizer)
+    probs = task.sample(np.random.default_rng(cfg.task.eval_seed), spec.problems)
+    # Every team size in one batch: rollouts are independent, and bigger batches are cheaper per turn.
+    rollouts, sizes = [], []
+    for k in spec.team_sizes:
+        for p in probs:
+            i = len(rollouts)
+            rollouts.append(runtime.new_rollout(i, i, p, horizon, k - 1, prestaffed_experts=(k - 1) * spec.prestaffed))
+            sizes.append(k)
+    actor = LLMActor(policy, cfg.sampler.max_new_tokens_per_turn, temperature=cfg.sampler.temperature)
+    t0 = time.perf_counter()
+    runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
+    log(f"  scaling: {len(rollouts)} rollouts (team sizes {spec.team_sizes}, {spec.problems} problems, "
+        f"up to {horizon:g} s) in {time.perf_counter() - t0:.0f}s")
+    count = token_counter(policy.tokenizer)
+    rows = []
+    for k in spec.team_sizes:
+        mine = [r for r, s in zip(rollouts, sizes) if s == k]
+        for L in spec.time_limits_s:
+            rows.append({"team_size": k, "time_limit_s": L, "problems": len(mine), "prestaffed": spec.prestaffed,
+                         **snapshot_metrics([at_limit(r, L, count) for r in mine])})
+    return rows
+
+
+def scripted_solo_rows(cfg: Config, policy: Policy, spec: ScaleSpec) -> list[dict]:
+    """A perfect single agent on the same problems, limits and latency model: the warm start's
+    scripted solo demonstrator (never wrong, fewest tokens), run through the same runtime.
+
+    Why: a tiny policy's own team-size-1 behaviour can be degenerate (the demo warm start
+    ignores `max=0` and tries to hire), which would make any team look good. Beating the best a
+    single agent of this action format could do is the comparison that means something.
+    """
+    from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy  # the demonstrations are arith's
+    spec = check_spec(cfg, spec)
+    runtime, task = make_runtime(cfg, policy.tokenizer)
+    probs = task.sample(np.random.default_rng(cfg.task.eval_seed), spec.problems)
+    rollouts = [runtime.new_rollout(i, i, p, max(spec.time_limits_s), 0) for i, p in enumerate(probs)]
+    solo = Strategy(0, share="recompute")
+    runtime.run(rollouts, ScriptedActor(policy.tokenizer, policy.end_id, {i: solo for i in range(len(probs))}), seed=0)
+    count = token_counter(policy.tokenizer)
+    return [{"team_size": 1, "time_limit_s": L, "problems": len(rollouts), "actor": "scripted_solo",
+             **snapshot_metrics([at_limit(r, L, count) for r in rollouts])} for L in spec.time_limits_s]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def curve(rows: list[dict], team_size: int, key: str = "score_mean") -> tuple[list[float], list[float]]:
+    """(limits, values) of one team size, sorted by limit."""
+    got = sorted((r["time_limit_s"], r[key]) for r in rows if r["team_size"] == team_size)
+    return [L for L, _ in got], [v for _, v in got]
+
+
+def time_to_score(rows: list[dict], team_size: int, target: float, tol: float = 1e-9) -> float | None:
+    """The smallest limit of the grid at which `team_size` scores >= target; None if it never does."""
+    for L, s in zip(*curve(rows, team_size)):
+        if s >= target - tol:
+            return L
+    return None
+
+
+def summarize(rows: list[dict], reference: list[dict] | None = None) -> dict:
+    """Single-agent best score, and per team size its time-to-single-agent-score and the tokens spent.
+
+    The single agent is team size 1 from the same policy; its "best score" is its maximum over
+    the grid, and it too has a time to reach it (the baseline the teams are compared with).
+    With `reference` (team-size-1 rows of another single agent, e.g. `scripted_solo_rows`),
+    the same is reported against that agent's best score (`..._reference_...` keys).
+    """
+    sizes = sorted({r["team_size"] for r in rows})
+    out: dict = {"team_sizes": sizes, "limits_s": sorted({r["time_limit_s"] for r in rows}), "by_team_size": {}}
+    best = max(curve(rows, 1)[1]) if 1 in sizes else None
+    ref_best = max(curve(reference, 1)[1]) if reference else None
+    out["single_agent_best_score"] = best
+    if reference:
+        out["reference_single_best_score"] = ref_best
+        out["reference_time_to_its_best_s"] = time_to_score(reference, 1, ref_best)
+    for k in sizes:
+        limits, scores = curve(rows, k)
+        entry: dict = {"best_score": max(scores), "best_score_limit_s": limits[int(np.argmax(scores))]}
+        for tag, target in (("single_agent", best), ("reference", ref_best)):
+            if target is None:
+                continue
+            t = time_to_score(rows, k, target)
+            row = next((r for r in rows if r["team_size"] == k and r["time_limit_s"] == t), None)
+            entry[f"time_to_{tag}_score_s"] = t
+            entry[f"tokens_at_{tag}_score"] = row["total_tokens_per_rollout"] if row else None
+        # Kept for the plain single-agent comparison under its short name.
+        entry["tokens_at_that_limit"] = entry.get("tokens_at_single_agent_score")
+        entry["generated_tokens_at_that_limit"] = next(
+            (r["generated_tokens_per_rollout"] for r in rows
+             if r["team_size"] == k and r["time_limit_s"] == entry.get("time_to_single_agent_score_s")), None)
+        out["by_team_size"][str(k)] = entry
+    return out
+
+
+def score_at(rows: list[dict], team_size: int, limit_s: float, key: str = "score_mean") -> float | None:
+    """The value at the largest grid limit <= limit_s (None if the grid starts above it)."""
+    got = [(L, v) for L, v in zip(*curve(rows, team_size, key)) if L <= limit_s + 1e-9]
+    return got[-1][1] if got else None
+
+
+def write_table(rows: list[dict], summary: dict, out_dir: Path, name: str = "scaling") -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    js = out_dir / f"{name}.json"
+    js.write_text(json.dumps({"rows": rows, "summary": summary}, indent=2))
+    cs = out_dir / f"{name}.csv"
+    with cs.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for r in rows:
+            w.writerow([f"{r[c]:.6g}" if isinstance(r[c], float) else r[c] for c in CSV_COLUMNS])
+    return [js, cs]
+
+
+def spec_dict(spec: ScaleSpec) -> dict:
+    return asdict(spec)

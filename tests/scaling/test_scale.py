@@ -1,0 +1,134 @@
+"""Scaling evaluation: one row per (team size, limit); time-to-score on a constructed table; bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from swarmrl.config import ConfigError, load_config
+from swarmrl.policy.model import build_tiny_policy
+from swarmrl.scaling.scale import (ScaleSpec, check_same_task, check_spec, run_scaling, score_at, summarize,
+                                   time_to_score, write_table)
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_test.yaml"
+
+
+def table(curves: dict[int, list[float]], limits: list[float]) -> list[dict]:
+    return [{"team_size": k, "time_limit_s": L, "score_mean": s, "total_tokens_per_rollout": 100.0 * k + L,
+             "generated_tokens_per_rollout": 10.0 * k}
+            for k, ss in curves.items() for L, s in zip(limits, ss)]
+
+
+LIMITS = [2.0, 4.0, 6.0, 8.0, 12.0]
+ROWS = table({1: [0.0, 0.25, 0.5, 0.625, 0.625],   # single agent: best 0.625, first reached at 8 s
+              2: [0.0, 0.375, 0.625, 0.75, 0.875],  # reaches 0.625 at 6 s
+              4: [0.125, 0.5, 0.75, 0.875, 1.0],    # reaches 0.625 at 6 s (0.5 < 0.625 at 4 s)
+              8: [0.0, 0.125, 0.25, 0.5, 0.5]},     # never reaches it
+             LIMITS)
+
+
+def test_time_to_score_on_a_constructed_table():
+    assert time_to_score(ROWS, 1, 0.625) == 8.0
+    assert time_to_score(ROWS, 2, 0.625) == 6.0
+    assert time_to_score(ROWS, 4, 0.625) == 6.0
+    assert time_to_score(ROWS, 8, 0.625) is None
+    assert time_to_score(ROWS, 4, 0.1) == 2.0
+    # rows in any order give the same answer
+    assert time_to_score(list(reversed(ROWS)), 2, 0.625) == 6.0
+
+
+def test_summary_on_a_constructed_table():
+    s = summarize(ROWS)
+    assert s["single_agent_best_score"] == 0.625
+    by = s["by_team_size"]
+    assert by["1"]["time_to_single_agent_score_s"] == 8.0 and by["1"]["tokens_at_that_limit"] == 108.0
+    assert by["2"]["time_to_single_agent_score_s"] == 6.0 and by["2"]["tokens_at_that_limit"] == 206.0
+    assert by["8"]["time_to_single_agent_score_s"] is None and by["8"]["tokens_at_that_limit"] is None
+    assert by["4"]["best_score"] == 1.0 and by["4"]["best_score_limit_s"] == 12.0
+    assert score_at(ROWS, 2, 7.0) == 0.625 and score_at(ROWS, 2, 1.0) is None
+
+
+def test_run_scaling_table_has_one_row_per_cell(tmp_path):
+    cfg = load_config(TINY, ["eval.problems=2"])
+    spec = ScaleSpec(team_sizes=[4, 1, 2], time_limits_s=[3.0, 1.0, 2.0, 3.0], problems=2)
+    rows = run_scaling(cfg, build_tiny_policy(cfg.model), spec, log=lambda *_: None)
+    assert [(r["team_size"], r["time_limit_s"]) for r in rows] == [(k, L) for k in (1, 2, 4) for L in (1.0, 2.0, 3.0)]
+    for k in (1, 2, 4):
+        got = [r for r in rows if r["team_size"] == k]
+        assert all(r["team_size_mean"] <= k for r in got)  # the cap holds
+        assert [r["score_mean"] for r in got] == sorted(r["score_mean"] for r in got)  # monotone in the budget
+        assert [r["total_tokens_per_rollout"] for r in got] == sorted(r["total_tokens_per_rollout"] for r in got)
+    paths = write_table(rows, summarize(rows), tmp_path)
+    assert len(paths[1].read_text().strip().splitlines()) == 1 + 9
+
+
+def test_prestaffed_teams_are_the_full_size():
+    cfg = load_config(TINY, [])
+    rows = run_scaling(cfg, build_tiny_policy(cfg.model), ScaleSpec([1, 3], [0.5, 2.0], 2, prestaffed=True),
+                       log=lambda *_: None)
+    assert {r["team_size"]: r["team_size_mean"] for r in rows} == {1: 1.0, 3: 3.0}
+    assert all(r["team_hired_per_rollout"] == r["team_size"] - 1 for r in rows)
+
+
+@pytest.mark.parametrize("spec, msg", [
+    (ScaleSpec([1, 2], [0.0, 4.0]), "time limits must be > 0"),
+    (ScaleSpec([1, 2], [-3.0]), "time limits must be > 0"),
+    (ScaleSpec([1, 5], [4.0]), r"team sizes must be in 1..4"),  # tiny_test: max_experts 3
+    (ScaleSpec([0], [4.0]), r"team sizes must be in 1..4"),
+    (ScaleSpec([1], [4.0], problems=0), "problems must be >= 1"),
+])
+def test_bad_input(spec, msg):
+    with pytest.raises(ConfigError, match=msg):
+        check_spec(load_config(TINY, []), spec)
+
+
+def test_checkpoint_from_another_task_is_refused():
+    cfg = load_config(TINY, [])
+    trained = cfg.to_dict()
+    check_same_task(trained, cfg)  # same task: fine
+    trained["task"]["items_per_problem"] = 8
+    with pytest.raises(ConfigError, match="checkpoint is from another task.*items_per_problem"):
+        check_same_task(trained, cfg)
+
+
+def test_summary_against_a_reference_single_agent():
+    ref = table({1: [0.125, 0.375, 0.5, 0.5, 0.5]}, LIMITS)  # best 0.5, first at 6 s
+    s = summarize(ROWS, reference=ref)
+    assert s["reference_single_best_score"] == 0.5 and s["reference_time_to_its_best_s"] == 6.0
+    by = s["by_team_size"]
+    assert by["4"]["time_to_reference_score_s"] == 4.0 and by["4"]["tokens_at_reference_score"] == 404.0
+    assert by["2"]["time_to_reference_score_s"] == 6.0 and by["8"]["time_to_reference_score_s"] == 8.0
+    assert by["1"]["time_to_single_agent_score_s"] == 8.0  # the plain comparison is unchanged
+
+
+def test_scripted_solo_reference_is_a_perfect_single_agent():
+    from swarmrl.scaling.scale import scripted_solo_rows
+    cfg = load_config(TINY, [])
+    cfg = load_config(TINY, ["sampler.max_turns_per_agent=12"])  # take + 4 items + done
+    rows = scripted_solo_rows(cfg, build_tiny_policy(cfg.model), ScaleSpec([1], [1.0, 30.0], problems=3))
+    assert [r["time_limit_s"] for r in rows] == [1.0, 30.0]
+    assert rows[0]["score_mean"] < 1.0 and rows[1]["score_mean"] == 1.0  # every item, given the time
+    assert rows[1]["team_size_mean"] == 1.0 and rows[1]["messages_per_rollout"] == 0.0
+
+
+def test_cli_scale_on_a_run_and_a_checkpoint_from_another_task(tmp_path, capsys):
+    import json
+
+    from swarmrl.cli import main
+    from swarmrl.policy.model import save_policy
+    from swarmrl.rl.loop import train
+    cfg = load_config(TINY, ["rl.steps=1"])
+    save_policy(build_tiny_policy(cfg.model), tmp_path / "init")
+    run = train(cfg, tmp_path / "run", init_policy=tmp_path / "init", log=lambda *_: None)
+    out = tmp_path / "scale"
+    assert main(["scale", str(run.path), "--team-sizes", "1,2", "--time-limits", "1,3", "--problems", "2",
+                 "--out", str(out)]) == 0
+    rows = json.loads((out / "scaling.json").read_text())["rows"]
+    assert [(r["team_size"], r["time_limit_s"]) for r in rows] == [(1, 1.0), (1, 3.0), (2, 1.0), (2, 3.0)]
+    assert (out / "score_vs_latency.png").stat().st_size > 0 and (out / "scaling.csv").exists()
+    capsys.readouterr()
+    # The same run scored with a config of another task shape: a clear error, not a silent score.
+    assert main(["scale", str(run.path), "--config", str(TINY), "task.items_per_problem=6", "--team-sizes", "1,2",
+                 "--out", str(out)]) == 2
+    assert "checkpoint is from another task" in capsys.readouterr().out
