@@ -199,6 +199,14 @@ def cmd_experiment(args, console: Console) -> int:
     return 0
 
 
+def cmd_sweep(args, console: Console) -> int:
+    from swarmrl.sweep.run import run_sweep
+    csv_path, md_path = run_sweep(resolve_config(args.grid), Path(args.out), log=console.print)
+    console.print(md_path.read_text())
+    console.print(f"table: {csv_path}  {md_path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="swarmrl", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -241,6 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/latency_shaping")
     p.add_argument("--init", help="warm start dir shared by the arms (default: the cached warm start)")
     p.set_defaults(fn=cmd_experiment)
+    p = sub.add_parser("sweep", help="train a grid (workflow x sharing x model x seed) and tabulate it")
+    p.add_argument("grid", help="grid YAML, e.g. configs/sweeps/workflow_grid.yaml")
+    p.add_argument("--out", default="runs/sweep")
+    p.set_defaults(fn=cmd_sweep)
     p = sub.add_parser("report", help="(re)draw a run's plots")
     p.add_argument("run")
     p.set_defaults(fn=cmd_report)

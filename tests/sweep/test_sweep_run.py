@@ -1,0 +1,31 @@
+"""`swarmrl sweep` end to end on a 2-cell tiny grid: every cell and both controls get a row."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import yaml
+
+from swarmrl.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_tiny_sweep_writes_rows_for_cells_and_controls(tmp_path):
+    grid = {"base": str(REPO / "configs" / "tiny_workflows.yaml"),
+            "axes": {"workflow.name": ["voting"], "policy.sharing": ["shared", "isolated"]},
+            "overrides": {"rl.steps": 2, "eval.val_interval": 1, "warmstart.cache_dir": str(tmp_path / "ws")}}
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 0
+    rows = list(csv.DictReader((tmp_path / "sweep" / "sweep.csv").open()))
+    assert [r["cell"] for r in rows] == ["base-h32-l1-s0", "single-h32-l1-s0", "voting-shared", "voting-isolated"]
+    assert [r["control"] for r in rows] == ["base", "single", "", ""]
+    for r in rows:
+        peak, final = float(r["peak_val_acc"]), float(r["final_val_acc"])
+        assert 0.0 <= final <= peak <= 1.0
+    cell = json.loads((tmp_path / "sweep" / "voting-isolated" / "cell.json").read_text())
+    assert len(cell["val_curve"]) == 3  # steps 0 and 1, then the final validation
+    assert "| voting-isolated |" in (tmp_path / "sweep" / "sweep.md").read_text()
