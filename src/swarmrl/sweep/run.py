@@ -80,11 +80,11 @@ def run_sweep(grid_path: Path, out: Path, log=print) -> tuple[Path, Path]:
             base_acc = _validate(single, load_policy(init))
             table.append({"cell": f"base-{model}-s{seed}", "control": "base", "workflow": "single", "sharing": "-",
                           "model": model, "seed": seed, "peak_val_acc": base_acc, "final_val_acc": base_acc})
-            log(f"[control] base {model} seed {seed}: val accuracy {base_acc:.3f}")
+            log(f"control: base {model} seed {seed}: val accuracy {base_acc:.3f}")
             row = _train_cell(single, out / f"single-{model}-s{seed}", init, log)
             table.append({"cell": f"single-{model}-s{seed}", "control": "single", "workflow": "single",
                           "sharing": "shared", "model": model, "seed": seed, **row})
-            log(f"[control] single-agent RL {model} seed {seed}: peak {row['peak_val_acc']:.3f} "
+            log(f"control: single-agent RL {model} seed {seed}: peak {row['peak_val_acc']:.3f} "
                 f"final {row['final_val_acc']:.3f}")
         log(f"[{i + 1}/{len(cells)}] {name}")
         row = _train_cell(cfg, out / name, init, log)
