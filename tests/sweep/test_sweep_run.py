@@ -18,7 +18,7 @@ def test_tiny_sweep_writes_rows_for_cells_and_controls(tmp_path):
             "axes": {"workflow.name": ["voting"], "policy.sharing": ["shared", "isolated"]},
             "overrides": {"rl.steps": 2, "eval.val_interval": 1, "warmstart.cache_dir": str(tmp_path / "ws")}}
     path = tmp_path / "grid.yaml"
-    path.write_text(yaml.safe_dump(grid))
+    path.write_text(yaml.safe_dump(grid, sort_keys=False))
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 0
     rows = list(csv.DictReader((tmp_path / "sweep" / "sweep.csv").open()))
     assert [r["cell"] for r in rows] == ["base-h32-l1-s0", "single-h32-l1-s0", "voting-shared", "voting-isolated"]
