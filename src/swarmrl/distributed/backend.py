@@ -15,13 +15,15 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from swarmrl.config import ConfigError
+
 from swarmrl.collective.state import Rollout
 
 # step -> (the step's rollouts, not yet run; their sampling seed)
 RolloutFactory = Callable[[int], tuple[list[Rollout], int]]
 
 
-class DistributedError(RuntimeError):
+class DistributedError(ConfigError):
     """The distributed setup cannot work (unreachable cluster, too few CPUs, lost workers); names the cause."""
 
 

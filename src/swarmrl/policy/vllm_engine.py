@@ -81,7 +81,10 @@ class VLLMSampler:
         self.lora = policies.sharing == "isolated"
         kwargs = dict(model=str(self.dir / "base"), enable_prefix_caching=True, seed=cfg.seed,
                       max_model_len=cfg.model.max_context_tokens, gpu_memory_utilization=0.4,
-                      enforce_eager=True, dtype=cfg.model.dtype)
+                      enforce_eager=True,
+                      # vLLM's GPU attention kernels want half precision; the learner's PPO ratio
+                      # absorbs the small float32-vs-bfloat16 gap in the behaviour log-probs.
+                      dtype="bfloat16" if cfg.model.dtype == "float32" else cfg.model.dtype)
         if self.lora:
             kwargs.update(enable_lora=True, max_loras=len(policies.role_types), max_lora_rank=max(cfg.policy.lora_rank, 8))
         try:  # behaviour log-probs must be those of the distribution sampled from (after temperature)
