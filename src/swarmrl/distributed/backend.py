@@ -71,6 +71,8 @@ class LocalBackend:
         rollouts, seed = make(step)
         for shard in shard_groups(rollouts, self.shards):
             self.runtime.run(shard, self.actor, seed=seed)
+        for r in rollouts:
+            r.policy_version = step
         return rollouts, idle_metrics(self.shards)
 
     def close(self) -> None:

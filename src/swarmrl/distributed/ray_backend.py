@@ -128,10 +128,11 @@ class RayBackend:
         for s in range(step, max(last, step) + 1):
             if s not in self.pending:
                 self._launch(s, make, version=step)
-        rollouts, versions, restarts = self._gather(self.pending.pop(step))
+        rollouts, restarts = self._gather(self.pending.pop(step))
         live = {j.version for jobs in self.pending.values() for j in jobs}
         self.weights = {v: ref for v, ref in self.weights.items() if v in live or v == step}
-        stale = [step - v for v in versions]
+        stale = [step - r.policy_version for r in rollouts]  # as reported by the workers
+        assert max(stale, default=0) <= self.cfg.distributed.max_staleness, stale
         return rollouts, {**idle_metrics(len(self.workers)), "distributed/worker_restarts": restarts,
                           "distributed/staleness_mean": sum(stale) / max(len(stale), 1),
                           "distributed/staleness_max": max(stale, default=0)}
@@ -149,17 +150,16 @@ class RayBackend:
         self._die.discard(job.worker)
         job.future = job.handle.run.remote(job.rollouts, job.seed, job.version, [self.weights[job.version]], die)
 
-    def _gather(self, jobs: list[_Job]) -> tuple[list[Rollout], list[int], int]:
+    def _gather(self, jobs: list[_Job]) -> tuple[list[Rollout], int]:
         """Every shard's rollouts; a shard whose worker died runs again on its replacement."""
-        done: dict[int, tuple[list[Rollout], int]] = {}
+        done: dict[int, list[Rollout]] = {}
         restarts = 0
         while len(done) < len(jobs):
             for k, job in enumerate(jobs):
                 if k in done:
                     continue
                 try:
-                    out, version, _ = self.ray.get(job.future)
-                    done[k] = (out, version)
+                    done[k], _, _ = self.ray.get(job.future)
                 except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError) as e:
                     restarts += 1
                     if restarts > self.cfg.distributed.max_worker_restarts:
@@ -171,12 +171,11 @@ class RayBackend:
                         self._wait_ready([self.workers[job.worker]])
                     self.restarts_total += 1
                     self._submit(job)
-        rollouts = sorted((r for out, _ in done.values() for r in out), key=lambda r: r.index)
-        versions = [v for k in sorted(done) for v in [done[k][1]] * len(done[k][0])]
+        rollouts = sorted((r for out in done.values() for r in out), key=lambda r: r.index)
         expected = sum(len(j.rollouts) for j in jobs)
         if len(rollouts) != expected:  # never train silently on fewer rollouts than configured
             raise DistributedError(f"step {jobs[0].step}: {len(rollouts)} rollouts came back, {expected} were sent")
-        return rollouts, versions, restarts
+        return rollouts, restarts
 
     def close(self) -> None:
         for w in getattr(self, "workers", []):

@@ -49,4 +49,6 @@ class RolloutWorker:
             self.version = version
         t0 = time.perf_counter()
         self.runtime.run(rollouts, self.actor, seed=seed)
+        for r in rollouts:
+            r.policy_version = self.version
         return rollouts, self.version, time.perf_counter() - t0

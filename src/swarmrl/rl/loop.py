@@ -81,12 +81,16 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     if resume:
         run = RunDir.open_for_resume(out)
         cfg = resume_config(run.read_config(), resume_overrides)
-        policy = load_policy(run.path / MODEL_DIR, cfg.model.dtype)
-        trainer = Trainer(cfg, policy)
         ckpt = latest_checkpoint(run.path)
         if ckpt is None:
             raise CheckpointError(f"{run.path / 'checkpoints'}: no complete checkpoint to resume from")
-        restore_trainer(trainer, ckpt)
+        policy = load_policy(run.path / MODEL_DIR, cfg.model.dtype)
+        trainer = Trainer(cfg, policy)
+        try:
+            restore_trainer(trainer, ckpt)
+        except BaseException:
+            trainer.close()
+            raise
         run.truncate_metrics(trainer.step_idx)
         log(f"resuming {run.path} at step {trainer.step_idx} from {ckpt}")
     else:
