@@ -161,16 +161,16 @@ class RayBackend:
                 try:
                     done[k], _, _ = self.ray.get(job.future)
                 except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError) as e:
-                    restarts += 1
-                    if restarts > self.cfg.distributed.max_worker_restarts:
-                        raise DistributedError(f"step {job.step}: {restarts} rollout workers died (limit "
-                                               f"distributed.max_worker_restarts={self.cfg.distributed.max_worker_restarts}); "
-                                               f"last: {type(e).__name__}") from e
                     if self.workers[job.worker] is job.handle:  # not replaced yet (its other jobs fail too)
+                        restarts += 1
+                        if restarts > self.cfg.distributed.max_worker_restarts:
+                            raise DistributedError(
+                                f"step {job.step}: {restarts} rollout workers died (limit distributed."
+                                f"max_worker_restarts={self.cfg.distributed.max_worker_restarts}); last: {type(e).__name__}") from e
                         self.workers[job.worker] = self._spawn(job.worker)
                         self._wait_ready([self.workers[job.worker]])
-                    self.restarts_total += 1
-                    self._submit(job)
+                        self.restarts_total += 1
+                    self._submit(job)  # the same shard, seeds and weights version: the same rollouts
         rollouts = sorted((r for out in done.values() for r in out), key=lambda r: r.index)
         expected = sum(len(j.rollouts) for j in jobs)
         if len(rollouts) != expected:  # never train silently on fewer rollouts than configured
