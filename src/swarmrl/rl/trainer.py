@@ -7,7 +7,8 @@ earned before the deadline) is normalised within its problem group, and that one
 is the advantage of every token every agent generated (the `collective` estimator).
 The workflow study: fixed role graphs, shared or per-role (LoRA) policies, GRPO-style
 estimators, and per-role diagnostics. Infrastructure (run directory, checkpoints,
-progress) lives in rl/loop.py; per-role bookkeeping of the update in rl/update.py.
+progress) lives in rl/loop.py; per-role bookkeeping of the update in rl/update.py; where the
+rollouts run (in-process or on Ray workers) in distributed/.
 """
 
 from __future__ import annotations
