@@ -46,7 +46,8 @@ def cmd_pretrain(args, console: Console) -> int:
 def cmd_train(args, console: Console) -> int:
     from swarmrl.rl.loop import train
     if args.resume:
-        run = train(Config(), Path(args.resume), resume=True, log=console.print)
+        # Only distributed.* (and run.progress / run.threads) may change: e.g. resume a Ray run locally.
+        run = train(Config(), Path(args.resume), resume=True, log=console.print, resume_overrides=args.overrides)
     else:
         if not args.out:
             raise ConfigError("train needs --out DIR (or --resume DIR)")

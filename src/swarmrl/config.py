@@ -107,8 +107,10 @@ class ModelConfig:
 
 @dataclass
 class SamplerConfig:
-    engine: Literal["hf"] = "hf"
-    """Generation engine (`hf`: transformers generate)."""
+    engine: Literal["hf", "vllm"] = "hf"
+    """Generation engine. `hf`: swarmrl's own batched decode loop on transformers (CPU or GPU).
+    `vllm`: vLLM (the optional `vllm` extra, CUDA only): batched generation with prefix caching
+    and multi-LoRA serving, so every role's adapter samples in one engine (policy/vllm_engine.py)."""
     temperature: float = 1.0
     """Sampling temperature for rollouts (1.0 keeps behaviour log-probs exact)."""
     max_new_tokens_per_turn: int = 64
@@ -262,6 +264,30 @@ class SandboxConfig:
 
 
 @dataclass
+class DistributedConfig:
+    backend: Literal["local", "ray"] = "local"
+    """Where rollouts run. `local`: in the trainer's process. `ray`: on `rollout_workers` Ray
+    actors, each holding a policy replica; the learner publishes weights to them every step
+    (distributed/). The two give the same numbers for the same config and seed."""
+    rollout_workers: int = 1
+    """Rollout shards per step: the step's problem groups are split into this many contiguous
+    shards, one per Ray worker. `local` runs the same shards one after another, so a run's
+    numbers do not depend on the backend (and a checkpoint resumes under either)."""
+    address: str = ""
+    """Ray cluster: empty = start a local one sized to this machine's CPUs; `auto` or
+    `ray://host:port` = join an existing cluster."""
+    max_staleness: int = 0
+    """Policy versions a rollout may lag behind the learner (0 = on-policy). With k > 0 the ray
+    backend starts the next k steps' rollouts while the learner updates; the PPO ratio against
+    the behaviour log-probs the workers record is the importance correction, and the lag is
+    logged as `distributed/staleness_mean|max`."""
+    worker_cpus: float = 1.0
+    """Ray CPUs reserved by each rollout worker (fractional values pack workers onto fewer cores)."""
+    max_worker_restarts: int = 3
+    """Rollout workers that may die and be replaced within one step before the step fails."""
+
+
+@dataclass
 class Config:
     seed: int = 0
     """Seed of training problems and sampling."""
@@ -279,6 +305,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     detectors: DetectorConfig = field(default_factory=DetectorConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -405,11 +432,12 @@ def validate(cfg: Config) -> Config:
         (cfg.eval.problems >= 1, "eval.problems must be >= 1"),
     ]
     checks += _sandbox_checks(cfg)
+    checks += _distributed_checks(cfg)
     for ok, msg in checks:
         if not ok:
             raise ConfigError(msg)
-    # The sampler registry is a placeholder for vLLM; rl.advantage / rl.loss are checked
-    # against their registries by the trainer (the registries live in rl/).
+    # sampler.engine=vllm is checked against the hardware by the trainer (policy/vllm_engine.py);
+    # rl.advantage / rl.loss are checked against their registries by the trainer (in rl/).
     return cfg
 
 
@@ -428,6 +456,23 @@ def _sandbox_checks(cfg: Config) -> list[tuple[bool, str]]:
          "task.dataset_format=deepcoder is a code format; math takes dapo or gsm8k"),
         (cfg.task.name != "code" or cfg.task.dataset_format in ("auto", "deepcoder"),
          "task.dataset_format for code must be auto or deepcoder"),
+    ]
+
+
+def _distributed_checks(cfg: Config) -> list[tuple[bool, str]]:
+    d = cfg.distributed
+    addr_ok = d.address in ("", "auto") or d.address.startswith("ray://") or ":" in d.address
+    return [
+        (d.rollout_workers >= 1, "distributed.rollout_workers must be >= 1"),
+        (d.rollout_workers <= cfg.rl.problems_per_step,
+         f"distributed.rollout_workers ({d.rollout_workers}) must be <= rl.problems_per_step "
+         f"({cfg.rl.problems_per_step}): a worker runs whole problem groups"),
+        (d.max_staleness >= 0, "distributed.max_staleness must be >= 0 (0 = on-policy)"),
+        (d.worker_cpus > 0, "distributed.worker_cpus must be > 0"),
+        (d.max_worker_restarts >= 0, "distributed.max_worker_restarts must be >= 0"),
+        (addr_ok, f"distributed.address {d.address!r} must be empty (start a local cluster), "
+                  "'auto', 'ray://host:port' or 'host:port'"),
+        (d.max_staleness == 0 or d.backend == "ray", "distributed.max_staleness > 0 needs distributed.backend=ray"),
     ]
 
 

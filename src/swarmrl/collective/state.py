@@ -80,6 +80,7 @@ class Rollout:
     proposals: list[dict] = field(default_factory=list)  # non-submitting roles' answers, graded for diagnostics
     assignments: dict[str, list[int]] = field(default_factory=dict)  # worker -> items the plan gave it
     routed: set[str] = field(default_factory=set)  # downstream roles whose inputs were delivered
+    policy_version: int = -1  # weights version (learner updates applied) that sampled it (distributed/)
 
     @property
     def score(self) -> float:

@@ -6,7 +6,10 @@ sampled by its agent's role policy; a plain Policy is wrapped as one shared poli
 
 from __future__ import annotations
 
+import zlib
 from typing import Sequence
+
+import numpy as np
 
 from swarmrl.policy.model import Policy
 from swarmrl.policy.sampler import Sample
@@ -25,6 +28,16 @@ class LLMActor:
 
     def act(self, requests: Sequence, seed: int) -> list[Sample]:
         out = self.policies.generate([r.prompt for r in requests], [r.agent.role for r in requests],
-                                     self.max_new_tokens, seed, greedy=self.greedy)
+                                     self.max_new_tokens, seed, greedy=self.greedy,
+                                     row_seeds=[turn_seed(seed, r) for r in requests])
         self.generated_tokens += sum(len(s.ids) for s in out)
         return out
+
+
+def turn_seed(wave_seed: int, request) -> int:
+    """The sampling seed of one agent turn: a function of the turn alone (rollout index, agent,
+    its turn number) and the wave seed, never of the batch it is sampled in. A rollout's k-th
+    wave is the same wave whichever other rollouts run beside it, so a rollout samples the same
+    tokens in one process or on any Ray worker (distributed/)."""
+    name = zlib.crc32(request.agent.name.encode())  # stable across processes (str hash is salted)
+    return int(np.random.SeedSequence([wave_seed % (1 << 63), request.rollout.index, name, request.agent.turns]).generate_state(1)[0])

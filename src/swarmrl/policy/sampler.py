@@ -31,11 +31,19 @@ class Sample:
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, greedy: bool,
-                  generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits [B, V] -> (token [B], log-prob of that token under the sampled distribution [B])."""
+                  generator: torch.Generator | list[torch.Generator] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [B, V] -> (token [B], log-prob of that token under the sampled distribution [B]).
+
+    `generator` may be one generator per row: then each row is sampled by Gumbel-max with its
+    own noise, so a row's tokens depend on its own seed only, not on which other rows share
+    the batch (rollouts split across workers sample exactly what they sample in one process).
+    """
     logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)  # [B, V]
     if greedy:
         tok = logp.argmax(dim=-1)  # [B]
+    elif isinstance(generator, list):
+        u = torch.stack([torch.rand(logp.shape[-1], generator=g, device=logp.device) for g in generator])  # [B, V]
+        tok = (logp - torch.log(-torch.log(u))).argmax(dim=-1)  # [B] argmax(logp + Gumbel) ~ softmax(logp)
     else:
         tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)  # [B]
     return tok, logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
@@ -53,8 +61,10 @@ class HFSampler:
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
-                 greedy: bool = False, adapters: list[str] | None = None) -> list[Sample]:
-        """`adapters`: the LoRA adapter of each prompt (isolated policies: one batch, mixed adapters)."""
+                 greedy: bool = False, adapters: list[str] | None = None,
+                 row_seeds: list[int] | None = None) -> list[Sample]:
+        """`adapters`: the LoRA adapter of each prompt (isolated policies: one batch, mixed adapters).
+        `row_seeds`: one sampling seed per prompt (batch-independent sampling; `seed` is then unused)."""
         out: list[Sample | None] = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         model = self.policy.model
@@ -64,7 +74,8 @@ class HFSampler:
             for c, start in enumerate(range(0, len(order), self.max_batch_sequences)):
                 idx = order[start:start + self.max_batch_sequences]
                 samples = self._generate_chunk([prompts[i] for i in idx], max_new_tokens, seed * 1009 + c, greedy,
-                                               [adapters[i] for i in idx] if adapters is not None else None)
+                                               [adapters[i] for i in idx] if adapters is not None else None,
+                                               [row_seeds[i] for i in idx] if row_seeds is not None else None)
                 for i, s in zip(idx, samples):
                     out[i] = s
         finally:
@@ -79,7 +90,8 @@ class HFSampler:
         return any(tail.endswith(s) for s in self.stop_strings)
 
     def _generate_chunk(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
-                        greedy: bool, adapters: list[str] | None) -> list[Sample]:
+                        greedy: bool, adapters: list[str] | None,
+                        row_seeds: list[int] | None = None) -> list[Sample]:
         p = self.policy
         device = p.model.device
         B, width = len(prompts), max(len(x) for x in prompts)
@@ -92,6 +104,7 @@ class HFSampler:
         ids, attn = ids.to(device), attn.to(device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)  # [B, L] positions ignore the padding
         gen = torch.Generator(device=device).manual_seed(seed)
+        row_gens = None if row_seeds is None else [torch.Generator(device=device).manual_seed(x) for x in row_seeds]
         cache = DynamicCache()
         # transformers 5 renamed `past_key_values` to `cache`; remote-code models may still use the old name.
         base = p.model.get_base_model() if hasattr(p.model, "get_base_model") else p.model
@@ -105,7 +118,8 @@ class HFSampler:
         toks: list[list[int]] = [[] for _ in range(B)]
         lps: list[list[float]] = [[] for _ in range(B)]
         for t in range(max_new_tokens):
-            tok, lp = sample_tokens(logits, self.temperature, greedy, gen)  # [A], [A]
+            gens = gen if row_gens is None else [row_gens[r] for r in active.tolist()]
+            tok, lp = sample_tokens(logits, self.temperature, greedy, gens)  # [A], [A]
             keep = []
             for j, (row, k, v) in enumerate(zip(active.tolist(), tok.tolist(), lp.tolist())):
                 toks[row].append(k)

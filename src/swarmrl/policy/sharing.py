@@ -53,6 +53,9 @@ class PolicySet:
             wrapped = dataclasses.replace(policy, model=peft_model)
             self.policies = {r: wrapped for r in role_types}
         self.samplers = {s: HFSampler(p, temperature) for s, p in self.policies.items()}
+        # An external engine (policy/vllm_engine.py) replaces the HF samplers when set; it is
+        # handed every slot's weights by `sync_engine` after each update.
+        self.engine = None
 
     # ------------------------------------------------------------------ slots
     @property
@@ -103,18 +106,24 @@ class PolicySet:
 
     # ------------------------------------------------------------------ sampling
     def generate(self, prompts: list[list[int]], roles: list[str], max_new_tokens: int, seed: int,
-                 greedy: bool = False) -> list[Sample]:
+                 greedy: bool = False, row_seeds: list[int] | None = None) -> list[Sample]:
+        """`row_seeds`: one sampling seed per prompt (HFSampler.generate)."""
+        if self.engine is not None:  # vLLM: every slot (adapter) in one engine
+            return self.engine.generate(prompts, max_new_tokens, seed, greedy,
+                                        adapters=[self.slot(r) for r in roles], row_seeds=row_seeds)
         if self.sharing == "shared":
-            return self.samplers["shared"].generate(prompts, max_new_tokens, seed, greedy)
+            return self.samplers["shared"].generate(prompts, max_new_tokens, seed, greedy, row_seeds=row_seeds)
         if self.sharing == "isolated":  # one batch, each row through its role's adapter
             sampler = self.samplers[self.slot(roles[0])]
-            return sampler.generate(prompts, max_new_tokens, seed, greedy, adapters=[self.slot(r) for r in roles])
+            return sampler.generate(prompts, max_new_tokens, seed, greedy, adapters=[self.slot(r) for r in roles],
+                                    row_seeds=row_seeds)
         out: list[Sample | None] = [None] * len(prompts)
         for k, slot in enumerate(self.slots):  # one batch per full model
             idx = [i for i, r in enumerate(roles) if self.slot(r) == slot]
             if idx:
+                rs = [row_seeds[i] for i in idx] if row_seeds is not None else None
                 for i, s in zip(idx, self.samplers[slot].generate([prompts[i] for i in idx], max_new_tokens,
-                                                                  seed * 31 + k, greedy)):
+                                                                  seed * 31 + k, greedy, row_seeds=rs)):
                     out[i] = s
         return out  # type: ignore[return-value]
 

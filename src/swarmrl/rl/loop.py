@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.config import Config, config_from_dict
+from swarmrl.config import Config, ConfigError, apply_overrides, config_from_dict
 from swarmrl.policy.model import Policy, load_policy, save_policy
 from swarmrl.report.plots import plot_run
 from swarmrl.policy.sharing import PolicySet
@@ -57,23 +57,40 @@ def restore_trainer(trainer: Trainer, ckpt_path: Path) -> None:
     restore_rng(ckpt.state["rng"])
 
 
+# Keys a resume may change: where rollouts run, not what is trained (checkpoints hold every
+# slot's weights whatever the backend, so a run moves between local and Ray freely).
+RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads")
+
+
+def resume_config(run_cfg: dict, overrides: list[str] | None) -> Config:
+    bad = [o for o in overrides or [] if not o.split("=", 1)[0].startswith(RESUME_OVERRIDABLE)]
+    if bad:
+        raise ConfigError(f"--resume can only change {', '.join(RESUME_OVERRIDABLE)} (got {', '.join(bad)})")
+    return config_from_dict(apply_overrides(run_cfg, list(overrides or [])))
+
+
 def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool = False,
-          log=print, overwrite: bool = False) -> RunDir:
+          log=print, overwrite: bool = False, resume_overrides: list[str] | None = None) -> RunDir:
     """Train from `init_policy` (a warm start or HF model dir) into run dir `out`.
 
-    With resume=True, `out` must be an existing run: its resolved config is used and
-    training continues after its latest complete checkpoint.
+    With resume=True, `out` must be an existing run: its resolved config is used (with
+    `resume_overrides`, e.g. `distributed.backend=local`) and training continues after its
+    latest complete checkpoint.
     """
     torch.set_num_threads(cfg.run.threads)
     if resume:
         run = RunDir.open_for_resume(out)
-        cfg = config_from_dict(run.read_config())
-        policy = load_policy(run.path / MODEL_DIR, cfg.model.dtype)
-        trainer = Trainer(cfg, policy)
+        cfg = resume_config(run.read_config(), resume_overrides)
         ckpt = latest_checkpoint(run.path)
         if ckpt is None:
             raise CheckpointError(f"{run.path / 'checkpoints'}: no complete checkpoint to resume from")
-        restore_trainer(trainer, ckpt)
+        policy = load_policy(run.path / MODEL_DIR, cfg.model.dtype)
+        trainer = Trainer(cfg, policy)
+        try:
+            restore_trainer(trainer, ckpt)
+        except BaseException:
+            trainer.close()
+            raise
         run.truncate_metrics(trainer.step_idx)
         log(f"resuming {run.path} at step {trainer.step_idx} from {ckpt}")
     else:
@@ -83,6 +100,19 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
         policy = load_policy(init_policy, cfg.model.dtype)
         save_policy(policy, run.path / MODEL_DIR)
         trainer = Trainer(cfg, policy)
+    try:
+        _train_steps(cfg, run, trainer)
+    finally:
+        trainer.close()  # Ray workers (and a cluster the backend started) go away with the run
+    if trainer.policies.sharing == "shared":
+        save_policy(trainer.policy, run.path / "final")
+    else:  # per-role weights: the final checkpoint holds every adapter / model copy
+        log(f"final per-role weights ({trainer.policies.sharing}): {latest_checkpoint(run.path)}")
+    plot_run(run.path)
+    return run
+
+
+def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
     with TrainProgress(cfg.rl.steps, enabled=cfg.run.progress, start_step=trainer.step_idx) as progress:
         while trainer.step_idx < cfg.rl.steps:
             metrics, rollouts = trainer.step()
@@ -93,12 +123,6 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
             last = trainer.step_idx == cfg.rl.steps
             if last or (cfg.run.checkpoint_every and trainer.step_idx % cfg.run.checkpoint_every == 0):
                 save_trainer_checkpoint(run, trainer)
-    if trainer.policies.sharing == "shared":
-        save_policy(trainer.policy, run.path / "final")
-    else:  # per-role weights: the final checkpoint holds every adapter / model copy
-        log(f"final per-role weights ({trainer.policies.sharing}): {latest_checkpoint(run.path)}")
-    plot_run(run.path)
-    return run
 
 
 def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | PolicySet, dict | None]:

@@ -7,7 +7,8 @@ earned before the deadline) is normalised within its problem group, and that one
 is the advantage of every token every agent generated (the `collective` estimator).
 The workflow study: fixed role graphs, shared or per-role (LoRA) policies, GRPO-style
 estimators, and per-role diagnostics. Infrastructure (run directory, checkpoints,
-progress) lives in rl/loop.py; per-role bookkeeping of the update in rl/update.py.
+progress) lives in rl/loop.py; per-role bookkeeping of the update in rl/update.py; where the
+rollouts run (in-process or on Ray workers) in distributed/.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
 from swarmrl.diagnostics.detectors import Detectors
 from swarmrl.diagnostics.outputs import role_output_metrics
+from swarmrl.distributed import make_backend
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
 from swarmrl.policy.sharing import PolicySet
@@ -88,9 +90,12 @@ class Trainer:
     def __init__(self, cfg: Config, policy: Policy):
         self.cfg = cfg
         self.runtime, self.task = make_runtime(cfg, policy.tokenizer)
+        # Where rollouts run (distributed/); made before adapters wrap the model: Ray workers copy it.
+        self.backend = make_backend(cfg, policy)
         self.policies = make_policy_set(cfg, policy)
         self.policy = policy  # the base policy (tokenizer, ids); trainable weights live in self.policies
         self.actor = LLMActor(self.policies, cfg.sampler.max_new_tokens_per_turn)
+        self.backend.attach(self.runtime, self.actor, self.policies)
         self.advantage_fn = get_advantage(cfg.rl.advantage)
         self.updater = Updater(cfg.rl, self.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed)
         self.detectors = Detectors(cfg.detectors)
@@ -103,11 +108,9 @@ class Trainer:
 
         # 1. Rollouts: every problem `rollouts_per_problem` times, under this step's deadline
         #    (the curriculum's under RLCR shaping, the safety cap under penalty / none).
+        #    The backend runs them here or on Ray workers with the current weights.
         time_limit = deadline_s(cfg.shaping, time_limit_at(cfg.time_limit, step))
-        problems = self.task.sample(np.random.default_rng([cfg.seed, step]), cfg.rl.problems_per_step)
-        rollouts = new_rollouts(cfg, self.runtime, problems, cfg.rl.rollouts_per_problem, time_limit)
-        tokens_before = self.actor.generated_tokens
-        self.runtime.run(rollouts, self.actor, seed=cfg.seed * 1_000_003 + step)
+        rollouts, distributed_metrics = self.backend.run(step, self.step_rollouts)
         rollout_s = time.perf_counter() - t0
 
         # 2. Reward: the collective score (reward earned before the deadline; latency-shaped
@@ -133,13 +136,14 @@ class Trainer:
         update_metrics = self.updater.update(seqs, step, measure_roles=measure)
 
         # 6. Metrics, per-role diagnostics and detectors.
-        generated = self.actor.generated_tokens - tokens_before
+        generated = sum(t.generated_tokens for r in rollouts for t in r.turns)
         metrics = {"step": step, "time_limit": time_limit, **collective_metrics(
             rollouts, ref_limit_s=cfg.time_limit.start, count_tokens=token_counter(self.policy.tokenizer))}
         metrics["reward_mean"] = float(np.mean(list(score_of.values()))) if score_of else 0.0
         metrics["infra_error_rate"] = infra_rate
         metrics["team_size_hist"] = team_size_histogram(rollouts, cfg.workflow.max_experts + 1)
         metrics.update(update_metrics)
+        metrics.update(distributed_metrics)
         outputs, signatures = role_output_metrics(rollouts)
         metrics.update(outputs)
         if cfg.eval.val_interval and step % cfg.eval.val_interval == 0:  # a function of the step alone: resume-exact
@@ -151,6 +155,19 @@ class Trainer:
         metrics["step_s"] = time.perf_counter() - t0
         self.step_idx += 1
         return metrics, rollouts
+
+    def step_rollouts(self, step: int) -> tuple[list[Rollout], int]:
+        """Step `step`'s rollouts (not yet run) and their sampling seed: a function of (seed, step)
+        alone, so a backend may build them ahead of the step or again after a worker died."""
+        cfg = self.cfg
+        time_limit = deadline_s(cfg.shaping, time_limit_at(cfg.time_limit, step))
+        problems = self.task.sample(np.random.default_rng([cfg.seed, step]), cfg.rl.problems_per_step)
+        return (new_rollouts(cfg, self.runtime, problems, cfg.rl.rollouts_per_problem, time_limit),
+                cfg.seed * 1_000_003 + step)
+
+    def close(self) -> None:
+        """Release the backend's workers (and the Ray cluster it started)."""
+        self.backend.close()
 
     def multiplicity(self) -> dict[str, int]:
         wf = workflow_for(self.cfg)

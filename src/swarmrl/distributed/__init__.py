@@ -1,0 +1,20 @@
+"""Scale-out: where rollouts run (local | Ray workers) and how the learner's weights reach them."""
+
+from __future__ import annotations
+
+from swarmrl.distributed.backend import DistributedError, LocalBackend, RolloutBackend, shard_groups
+
+
+def make_backend(cfg, policy) -> RolloutBackend:
+    """Checks the engine and the cluster before anything trains; call before the policy set
+    wraps `policy` in adapters (Ray workers build their replicas from the plain model).
+    The backend still needs `attach(runtime, actor, policies)`."""
+    from swarmrl.policy.vllm_engine import check_engine
+    check_engine(cfg)
+    if cfg.distributed.backend == "ray":
+        from swarmrl.distributed.ray_backend import RayBackend
+        return RayBackend(cfg, policy)
+    return LocalBackend(cfg)
+
+
+__all__ = ["DistributedError", "LocalBackend", "RolloutBackend", "make_backend", "shard_groups"]

@@ -1,0 +1,54 @@
+"""A rollout worker: a policy replica, a runtime, and the weights version it holds.
+
+Plain Python; distributed/ray_backend.py runs it as a Ray actor. Rollouts travel in and
+out by pickle (plain dataclasses); weights arrive as an object-store reference, boxed in a
+list so that Ray does not fetch them for a call whose version the worker already holds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from swarmrl.collective.state import Rollout
+from swarmrl.config import config_from_dict
+
+
+class RolloutWorker:
+    def __init__(self, cfg_dict: dict, policy, index: int, threads: int = 1):
+        # Imported here: the worker process builds its replica from the same factories as the trainer.
+        from swarmrl.policy.actor import LLMActor
+        from swarmrl.rl.trainer import make_policy_set, make_runtime
+
+        torch.set_num_threads(threads)  # one core per worker: workers share the machine with the learner
+        cfg = config_from_dict(cfg_dict)
+        self.index = index
+        self.runtime, _ = make_runtime(cfg, policy.tokenizer)
+        self.policies = make_policy_set(cfg, policy)
+        if cfg.sampler.engine == "vllm":
+            from swarmrl.policy.vllm_engine import VLLMSampler
+            self.policies.engine = VLLMSampler(cfg, self.policies)
+        self.actor = LLMActor(self.policies, cfg.sampler.max_new_tokens_per_turn)
+        self.version = -1
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def run(self, rollouts: list[Rollout], seed: int, version: int, weights_box: list,
+            die: bool = False) -> tuple[list[Rollout], int, float]:
+        """Run the rollouts with weights `version` -> (rollouts, the version that produced them, seconds)."""
+        if die:  # test-only fault injection (RayBackend.inject_failure): the process dies mid-step
+            os._exit(1)
+        if version != self.version:
+            import ray
+            self.policies.load_state_tensors(ray.get(weights_box[0]), f"weights v{version}")
+            if self.policies.engine is not None:
+                self.policies.engine.load_weights(self.policies.state_tensors(), version)
+            self.version = version
+        t0 = time.perf_counter()
+        self.runtime.run(rollouts, self.actor, seed=seed)
+        for r in rollouts:
+            r.policy_version = self.version
+        return rollouts, self.version, time.perf_counter() - t0
