@@ -33,6 +33,36 @@ class LLMActor:
         self.generated_tokens += sum(len(s.ids) for s in out)
         return out
 
+    def open_stream(self) -> "ActorStream | None":
+        """Continuous batching across rollouts (collective/runtime.py), when the policies allow it."""
+        stream = self.policies.stream(self.max_new_tokens, greedy=self.greedy)
+        return None if stream is None else ActorStream(self, stream)
+
+
+class ActorStream:
+    """Requests in, (request, reply) pairs out as each turn finishes; same seeds as `act`."""
+
+    def __init__(self, actor: LLMActor, stream):
+        self.actor, self.stream = actor, stream
+        self.requests: dict[int, object] = {}  # tag -> request (requests are not hashable)
+        self.next_tag = 0
+
+    def add(self, requests: Sequence, seed: int) -> None:
+        for r in requests:
+            adapter = self.actor.policies.slot(r.agent.role) if self.actor.policies.sharing == "isolated" else None
+            # key: the agent, whose next prompt extends this one (its KV cache is reused)
+            self.stream.add(self.next_tag, r.prompt, adapter, turn_seed(seed, r), key=(id(r.rollout), r.agent.name))
+            self.requests[self.next_tag] = r
+            self.next_tag += 1
+
+    def busy(self) -> bool:
+        return self.stream.busy()
+
+    def step(self) -> list[tuple[object, Sample]]:
+        out = [(self.requests.pop(tag), s) for tag, s in self.stream.step()]
+        self.actor.generated_tokens += sum(len(s.ids) for _, s in out)
+        return out
+
 
 def turn_seed(wave_seed: int, request) -> int:
     """The sampling seed of one agent turn: a function of the turn alone (rollout index, agent,

@@ -1,7 +1,9 @@
 """Batched sampling that returns token ids and behaviour log-probs.
 
-The runtime hands over every causally safe turn of every rollout at once; this sorts them
-by prompt length (less padding) and decodes them together with a KV cache.
+Two ways in: `HFSampler.generate` takes a whole wave of prompts and returns when all are done;
+`HFSampler.stream()` is continuous batching: prompts join the running batch between decode
+steps and finished turns leave it at once, so a rollout whose turns are done can hand in its
+next turns while the other rollouts are still decoding (collective/runtime.py).
 
 Why not `model.generate`: agent turns have very different lengths (a one-token `<wait/>`
 next to a 60-token hiring turn), and `generate` keeps computing every row until the
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
+
+from swarmrl.policy.kvcache import crop_left, length_buckets, stack_left_padded
 
 from swarmrl.policy.model import Policy
 
@@ -51,91 +55,233 @@ def sample_tokens(logits: torch.Tensor, temperature: float, greedy: bool,
 
 class HFSampler:
     def __init__(self, policy: Policy, temperature: float = 1.0, max_batch_sequences: int = 256,
-                 stop_strings: list[str] | None = None):
+                 stop_strings: list[str] | None = None, prefill_overhead_tokens: int = 300):
         if temperature <= 0:
             raise ValueError(f"sampler temperature must be > 0 (got {temperature}); use greedy=True instead")
         self.policy = policy
         self.temperature = temperature
         self.max_batch_sequences = max_batch_sequences
         self.stop_strings = stop_strings or []
+        # The fixed cost of one forward call in prompt tokens (tiny model, 2 CPU cores: ~10 ms
+        # for one row vs ~28k prefill tokens/s). 0 would put every length in its own bucket.
+        self.prefill_overhead_tokens = prefill_overhead_tokens
+
+    def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False,
+               admit_fraction: float = 0.5) -> "DecodeStream":
+        return DecodeStream(self, max_new_tokens, seed, greedy, admit_fraction)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
                  greedy: bool = False, adapters: list[str] | None = None,
                  row_seeds: list[int] | None = None) -> list[Sample]:
         """`adapters`: the LoRA adapter of each prompt (isolated policies: one batch, mixed adapters).
-        `row_seeds`: one sampling seed per prompt (batch-independent sampling; `seed` is then unused)."""
+        `row_seeds`: one sampling seed per prompt (batch-independent sampling; `seed` then only
+        seeds nothing). Prompts beyond `max_batch_sequences` join as rows finish."""
+        stream = self.stream(max_new_tokens, seed, greedy, admit_fraction=0.0)
+        for i in sorted(range(len(prompts)), key=lambda i: len(prompts[i])):  # similar lengths batch together
+            stream.add(i, prompts[i], adapters[i] if adapters is not None else None,
+                       row_seeds[i] if row_seeds is not None else None)
         out: list[Sample | None] = [None] * len(prompts)
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        model = self.policy.model
-        was_training = model.training
-        model.eval()
-        try:
-            for c, start in enumerate(range(0, len(order), self.max_batch_sequences)):
-                idx = order[start:start + self.max_batch_sequences]
-                samples = self._generate_chunk([prompts[i] for i in idx], max_new_tokens, seed * 1009 + c, greedy,
-                                               [adapters[i] for i in idx] if adapters is not None else None,
-                                               [row_seeds[i] for i in idx] if row_seeds is not None else None)
-                for i, s in zip(idx, samples):
-                    out[i] = s
-        finally:
-            model.train(was_training)
+        while stream.busy():
+            for i, sample in stream.step():
+                out[i] = sample
         return out  # type: ignore[return-value]
 
-    def _stopped(self, ids: list[int]) -> bool:
-        """Does the reply end with a stop string? (Chat models; the tiny model has an end token.)"""
+    def stopped(self, ids: list[int]) -> bool:
+        """Does the reply end with the end token or a stop string (chat models)?"""
+        if ids[-1] == self.policy.end_id:
+            return True
         if not self.stop_strings:
             return False
         tail = self.policy.tokenizer.decode(ids[-16:], skip_special_tokens=False)
         return any(tail.endswith(s) for s in self.stop_strings)
 
-    def _generate_chunk(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
-                        greedy: bool, adapters: list[str] | None,
-                        row_seeds: list[int] | None = None) -> list[Sample]:
-        p = self.policy
-        device = p.model.device
-        B, width = len(prompts), max(len(x) for x in prompts)
-        # Left padding: every row's next token is predicted at the same (last) column.
-        ids = torch.full((B, width), p.pad_id, dtype=torch.long)  # [B, L]
-        attn = torch.zeros((B, width), dtype=torch.long)  # [B, L]
-        for row, x in enumerate(prompts):
-            ids[row, width - len(x):] = torch.tensor(x, dtype=torch.long)
-            attn[row, width - len(x):] = 1
-        ids, attn = ids.to(device), attn.to(device)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)  # [B, L] positions ignore the padding
-        gen = torch.Generator(device=device).manual_seed(seed)
-        row_gens = None if row_seeds is None else [torch.Generator(device=device).manual_seed(x) for x in row_seeds]
-        cache = DynamicCache()
+
+class DecodeStream:
+    """Continuous batching over one KV cache: `add` queues a prompt, `step` admits queued prompts
+    (bucketed prefill, stacked into the running cache), samples one token for every row, and
+    returns the rows that finished. Each row is sampled with its own generator when it has a
+    row seed, so its tokens do not depend on which rows share its batch.
+
+    Admission: queued prompts join when the batch is empty or when they number at least
+    `admit_fraction` x the running rows; each admission is one prefill call per length bucket,
+    so admitting every few rows would spend the time saved on call overhead.
+    """
+
+    def __init__(self, sampler: HFSampler, max_new_tokens: int, seed: int, greedy: bool, admit_fraction: float):
+        self.s, self.max_new_tokens, self.greedy, self.admit_fraction = sampler, max_new_tokens, greedy, admit_fraction
+        self.model = sampler.policy.model
+        self.device = self.model.device
+        self.gen = torch.Generator(device=self.device).manual_seed(seed)  # rows without a row seed
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         # transformers 5 renamed `past_key_values` to `cache`; remote-code models may still use the old name.
-        base = p.model.get_base_model() if hasattr(p.model, "get_base_model") else p.model
-        kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-        extra = (lambda rows: {"adapter_names": [adapters[r] for r in rows]}) if adapters else (lambda rows: {})
-        out = p.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1,
-                      **{kw: cache}, **extra(range(B)))
-        logits = out.logits[:, -1]  # [B, V]
-        active = torch.arange(B, device=device)  # [A] original row of each batch row still decoding
-        next_pos = pos[:, -1] + 1  # [A]
-        toks: list[list[int]] = [[] for _ in range(B)]
-        lps: list[list[float]] = [[] for _ in range(B)]
-        for t in range(max_new_tokens):
-            gens = gen if row_gens is None else [row_gens[r] for r in active.tolist()]
-            tok, lp = sample_tokens(logits, self.temperature, greedy, gens)  # [A], [A]
-            keep = []
-            for j, (row, k, v) in enumerate(zip(active.tolist(), tok.tolist(), lp.tolist())):
-                toks[row].append(k)
-                lps[row].append(v)
-                if k != p.end_id and not self._stopped(toks[row]):
-                    keep.append(j)
-            if not keep or t == max_new_tokens - 1:
-                break
-            if len(keep) < len(active):  # drop finished rows from the batch and the KV cache
-                sel = torch.tensor(keep, device=device)
-                active, tok, next_pos, attn = active[sel], tok[sel], next_pos[sel], attn[sel]
-                cache.batch_select_indices(sel)
-            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)  # [A, L+t+1]
-            out = p.model(input_ids=tok.unsqueeze(-1), attention_mask=attn, position_ids=next_pos.unsqueeze(-1),
-                          use_cache=True, logits_to_keep=1, **{kw: cache}, **extra(active.tolist()))
-            logits = out.logits[:, -1]
-            next_pos = next_pos + 1
-        return [Sample(ids=toks[r], logprobs=lps[r],
-                       hit_cap=toks[r][-1] != p.end_id and not self._stopped(toks[r])) for r in range(B)]
+        self.cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+        self.queue: list[tuple[object, list[int]]] = []
+        self.adapter: dict[object, str | None] = {}
+        self.row_gen: dict[object, torch.Generator | None] = {}
+        self.toks: dict[object, list[int]] = {}
+        self.lps: dict[object, list[float]] = {}
+        self.rows: list[object] = []  # tag of each batch row, in batch order
+        self.cache = self.attn = self.next_pos = self.logits = None  # [A, W] mask, [A] positions, [A, V]
+        self.stackable = True  # False for sliding-window/static caches: then prompts join an empty batch only
+        self.prompt: dict[object, list[int]] = {}
+        self.key: dict[object, object] = {}
+        self.prefix: dict[object, tuple[list[int], list]] = {}  # key -> (tokens, [(k, v)] per layer)
+
+    def add(self, tag, prompt: list[int], adapter: str | None = None, row_seed: int | None = None,
+            key=None) -> None:
+        """`key`: who the prompt belongs to (an agent); its next prompt reuses this one's KV cache."""
+        if tag in self.toks:
+            raise ValueError(f"tag {tag!r} is already in the stream")
+        self.queue.append((tag, prompt))
+        self.prompt[tag], self.key[tag] = prompt, key
+        self.adapter[tag] = adapter
+        self.row_gen[tag] = None if row_seed is None else torch.Generator(device=self.device).manual_seed(row_seed)
+        self.toks[tag], self.lps[tag] = [], []
+
+    def busy(self) -> bool:
+        return bool(self.queue or self.rows)
+
+    def _extra(self, tags) -> dict:
+        return {"adapter_names": [self.adapter[t] for t in tags]} if self.adapter[tags[0]] is not None else {}
+
+    @torch.no_grad()
+    def step(self) -> list[tuple[object, Sample]]:
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._step()
+        finally:
+            self.model.train(was_training)
+
+    def _step(self) -> list[tuple[object, Sample]]:
+        room = self.s.max_batch_sequences - len(self.rows)
+        if self.queue and room > 0 and (not self.rows or (self.stackable and
+                                                           len(self.queue) >= self.admit_fraction * len(self.rows))):
+            self._admit(self.queue[:room])
+            self.queue = self.queue[room:]
+        if not self.rows:
+            return []
+        gens = self.gen if any(self.row_gen[t] is None for t in self.rows) else [self.row_gen[t] for t in self.rows]
+        tok, lp = sample_tokens(self.logits, self.s.temperature, self.greedy, gens)  # [A], [A]
+        keep, done = [], []
+        for j, (tag, k, v) in enumerate(zip(self.rows, tok.tolist(), lp.tolist())):
+            self.toks[tag].append(k)
+            self.lps[tag].append(v)
+            if self.s.stopped(self.toks[tag]) or len(self.toks[tag]) >= self.max_new_tokens:
+                self._save_prefix(j, tag)
+            if self.s.stopped(self.toks[tag]):
+                done.append((tag, Sample(self.toks.pop(tag), self.lps.pop(tag))))
+            elif len(self.toks[tag]) >= self.max_new_tokens:
+                done.append((tag, Sample(self.toks.pop(tag), self.lps.pop(tag), hit_cap=True)))
+            else:
+                keep.append(j)
+        if len(keep) < len(self.rows):  # drop finished rows from the batch and the KV cache
+            self._select(keep)
+            tok = tok[keep]
+        if self.rows:
+            self.attn = torch.cat([self.attn, torch.ones_like(self.attn[:, :1])], dim=1)  # [A, W+1]
+            out = self.model(input_ids=tok.unsqueeze(-1), attention_mask=self.attn, position_ids=self.next_pos.unsqueeze(-1),
+                             use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache}, **self._extra(self.rows))
+            self.logits = out.logits[:, -1]  # [A, V]
+            self.next_pos = self.next_pos + 1
+        for tag, _ in done:
+            del self.adapter[tag], self.row_gen[tag], self.prompt[tag], self.key[tag]
+        return done
+
+    def _select(self, keep: list[int]) -> None:
+        self.rows = [self.rows[j] for j in keep]
+        if not keep:
+            self.cache = self.attn = self.next_pos = self.logits = None
+            return
+        sel = torch.tensor(keep, device=self.device)
+        self.attn, self.next_pos, self.logits = self.attn[sel], self.next_pos[sel], self.logits[sel]
+        self.cache.batch_select_indices(sel)
+        # Columns that are padding for every remaining row (a long prompt just left) cost
+        # attention compute at every later step: cut them.
+        lead = int(self.attn.any(dim=0).long().argmax())
+        if lead > 0 and crop_left(self.cache, lead):
+            self.attn = self.attn[:, lead:]
+
+    def _admit(self, batch: list[tuple[object, list[int]]], bucketed: bool = True) -> None:
+        """Prefill `batch` in length buckets and stack it under the running rows (left padding).
+
+        A prompt that extends a saved prefix (the same agent's previous turn) only runs its new
+        tokens, on top of the saved keys/values: the observation since its last turn, not the
+        whole conversation again. Layout of such a row: [pad | past | pad | new], the holes
+        masked out, so every row's last token sits in the last column."""
+        parts = []  # (tags, past [(k, v)] per layer or None, past lengths, new token lists)
+        fresh, cont = [], []
+        for tag, prompt in batch:
+            saved = self.prefix.pop(self.key.get(tag), None) if self.stackable else None
+            if saved is not None and len(saved[0]) < len(prompt) and prompt[:len(saved[0])] == saved[0]:
+                cont.append((tag, prompt[len(saved[0]):], saved))
+            else:
+                fresh.append((tag, prompt, None))
+        for group in (fresh, cont):
+            lengths = [len(x) for _, x, _ in group]
+            buckets = (length_buckets(lengths, self.s.prefill_overhead_tokens) if bucketed and group
+                       else [list(range(len(group)))] if group else [])
+            parts += [[group[i] for i in b] for b in buckets]
+        caches, logits, masks, rows, next_pos = [], [], [], [], []
+        for part in parts:
+            cache, logit, mask, pos = self._prefill_part(part)
+            caches.append(cache)
+            logits.append(logit)
+            masks.append(mask)
+            next_pos.append(pos)
+            rows += [tag for tag, _, _ in part]
+        if self.rows:
+            caches.insert(0, self.cache)
+            logits.insert(0, self.logits)
+            masks.insert(0, self.attn)
+            next_pos.insert(0, self.next_pos)
+        stacked = stack_left_padded(caches, self.max_new_tokens)
+        if stacked is None:  # sliding-window or static layers cannot be stacked: one padded bucket
+            self.stackable = False
+            if len(caches) > 1:
+                return self._admit(batch, bucketed=False)
+        width = max(m.shape[1] for m in masks)
+        self.cache = stacked or caches[0]
+        self.attn = torch.cat([torch.nn.functional.pad(m, (width - m.shape[1], 0)) for m in masks])  # [A, W]
+        self.next_pos = torch.cat(next_pos)  # [A]
+        self.logits = torch.cat(logits)  # [A, V]
+        self.rows = self.rows + rows
+
+    def _prefill_part(self, part: list) -> tuple[DynamicCache, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One forward over rows (tag, new tokens, saved prefix or None); the saved prefixes of a
+        part are all present or all absent. Returns (cache, last logits [b, V], mask [b, Wp+N],
+        next positions [b])."""
+        pad_id, b = self.s.policy.pad_id, len(part)
+        n = max(len(x) for _, x, _ in part)
+        past = [0 if saved is None else len(saved[0]) for _, _, saved in part]
+        wp = max(past)
+        ids = torch.full((b, n), pad_id, dtype=torch.long)  # [b, N] new tokens, left padded
+        mask = torch.zeros((b, wp + n), dtype=torch.long)  # [b, Wp + N]
+        pos = torch.zeros((b, n), dtype=torch.long)  # [b, N]
+        for r, (_, x, _) in enumerate(part):
+            ids[r, n - len(x):] = torch.tensor(x, dtype=torch.long)
+            mask[r, wp - past[r]:wp] = 1
+            mask[r, wp + n - len(x):] = 1
+            pos[r, n - len(x):] = torch.arange(past[r], past[r] + len(x))
+        cache = DynamicCache()
+        if wp:  # the saved keys/values [heads, past, head_dim] per layer, left padded to Wp
+            lpad = lambda t, w: torch.nn.functional.pad(t, (0, 0, wp - w, 0))  # noqa: E731
+            layers = zip(*[saved[1] for _, _, saved in part])  # per layer: b rows of (k, v)
+            cache = DynamicCache(ddp_cache_data=[(torch.stack([lpad(k, w) for (k, _), w in zip(kv, past)]),
+                                                  torch.stack([lpad(v, w) for (_, v), w in zip(kv, past)]))
+                                                 for kv in layers])
+        ids, mask, pos = ids.to(self.device), mask.to(self.device), pos.to(self.device)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
+                         **{self.cache_kw: cache}, **self._extra([tag for tag, _, _ in part]))
+        return cache, out.logits[:, -1], mask, pos[:, -1] + 1
+
+    def _save_prefix(self, j: int, tag) -> None:
+        """Keep a finished row's keys/values (padding removed) for its agent's next turn. They
+        cover the prompt and every generated token but the last, which was never fed back."""
+        key = self.key.get(tag)
+        if key is None or not self.stackable:
+            return
+        cols = self.attn[j].nonzero().squeeze(-1)  # [len] the row's real columns
+        kv = [(layer.keys[j][:, cols], layer.values[j][:, cols]) for layer in self.cache.layers]  # [heads, len, d]
+        self.prefix[key] = (self.prompt[tag] + self.toks[tag][:-1], kv)

@@ -21,7 +21,7 @@ from typing import Iterator
 import torch
 
 from swarmrl.policy.model import Policy
-from swarmrl.policy.sampler import HFSampler, Sample
+from swarmrl.policy.sampler import DecodeStream, HFSampler, Sample
 
 SHARING_MODES = ("shared", "isolated", "isolated_full")
 # Qwen-style projection names; other architectures set policy.lora_targets.
@@ -105,6 +105,13 @@ class PolicySet:
         return list({id(p.model): p.model for p in self.policies.values()}.values())
 
     # ------------------------------------------------------------------ sampling
+    def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False) -> DecodeStream | None:
+        """Continuous batching (HFSampler.stream) where one batch can hold every row: shared, or
+        isolated with mixed adapters. None for full per-role copies and external engines."""
+        if self.engine is not None or self.sharing == "isolated_full":
+            return None
+        return self.samplers[self.slots[0]].stream(max_new_tokens, seed, greedy)
+
     def generate(self, prompts: list[list[int]], roles: list[str], max_new_tokens: int, seed: int,
                  greedy: bool = False, row_seeds: list[int] | None = None) -> list[Sample]:
         """`row_seeds`: one sampling seed per prompt (HFSampler.generate)."""

@@ -1,0 +1,112 @@
+"""KV-cache helpers for the sampler's decode loop (policy/sampler.py).
+
+A wave of agent turns is a ragged batch: 80-token expert prompts next to 260-token CEO
+prompts, 1-token `<wait/>` replies next to 60-token hiring turns. These helpers keep the
+cost of such a batch close to the tokens it really holds:
+  - `length_buckets`: prefill in buckets of similar length instead of padding all to the longest;
+  - `stack_left_padded`: stack the buckets' caches into one left-padded batch for decoding;
+  - `ReservedLayer`: keys/values in a buffer with room for the whole turn, so each decode step
+    writes one column in place (transformers' DynamicLayer copies the whole cache per token);
+  - `crop_left`: cut columns that became padding for every row once a long prompt finished.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+
+def length_buckets(lengths: list[int], overhead_tokens: int) -> list[list[int]]:
+    """Partition rows into prefill buckets of similar prompt length (row indices per bucket).
+
+    One left-padded forward over a bucket costs about `rows * max_len` tokens of compute plus a
+    fixed per-call overhead worth `overhead_tokens`. This is the exact minimum-cost partition of
+    the length-sorted rows into contiguous buckets (dynamic programming, O(n^2) for the few
+    hundred rows of a wave).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    ls = [lengths[i] for i in order]
+    n = len(ls)
+    best = [0.0] + [float("inf")] * n  # best[j]: cheapest cost of the first j sorted rows
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):  # last bucket = sorted rows i..j-1, padded to ls[j-1]
+            c = best[i] + overhead_tokens + (j - i) * ls[j - 1]
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    buckets, j = [], n
+    while j > 0:
+        buckets.append(order[cut[j]:j])
+        j = cut[j]
+    return buckets[::-1]
+
+
+class ReservedLayer(DynamicLayer):
+    """A DynamicLayer whose keys/values are views into a buffer with `reserve` free columns.
+
+    `update` writes new columns in place; `keys`/`values` stay [B, heads, len, head_dim] views,
+    so the model's attention code sees exactly what a DynamicLayer would give it.
+    """
+
+    @classmethod
+    def from_tensors(cls, keys: torch.Tensor, values: torch.Tensor, reserve: int) -> "ReservedLayer":
+        layer = cls()
+        layer.lazy_initialization(keys, values)
+        b, h, w, d = keys.shape
+        layer._k = keys.new_empty(b, h, w + reserve, d)  # [B, heads, W + reserve, head_dim]
+        layer._v = values.new_empty(b, h, w + reserve, values.shape[-1])
+        layer._k[..., :w, :], layer._v[..., :w, :] = keys, values
+        layer._len = w
+        layer._expose()
+        return layer
+
+    def _expose(self) -> None:
+        self.keys, self.values = self._k[..., :self._len, :], self._v[..., :self._len, :]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        n = key_states.shape[-2]
+        if self._len + n > self._k.shape[-2]:  # out of room (never in the sampler): grow by copying
+            self._k = torch.cat([self._k[..., :self._len, :], key_states], dim=-2)
+            self._v = torch.cat([self._v[..., :self._len, :], value_states], dim=-2)
+        else:
+            self._k[..., self._len:self._len + n, :] = key_states
+            self._v[..., self._len:self._len + n, :] = value_states
+        self._len += n
+        self._expose()
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._k, self._v = self._k[indices], self._v[indices]
+        self._expose()
+
+    def crop_left(self, n: int) -> None:
+        self._k, self._v = self._k[..., n:, :], self._v[..., n:, :]
+        self._len -= n
+        self._expose()
+
+
+def stack_left_padded(caches: list[DynamicCache], reserve: int) -> DynamicCache | None:
+    """Stack per-bucket caches along the batch into one cache of ReservedLayers, left-padding
+    each bucket to the widest (padding = zeros; the attention mask hides it). Returns None when
+    a layer is not a plain DynamicLayer (sliding-window or static caches are not stacked)."""
+    if not all(type(layer) in (DynamicLayer, ReservedLayer) and layer.is_initialized
+               for c in caches for layer in c.layers):
+        return None
+    width = max(c.layers[0].keys.shape[-2] for c in caches)
+    pad = lambda t: torch.nn.functional.pad(t, (0, 0, width - t.shape[-2], 0))  # noqa: E731  [b, h, W, d]
+    out = caches[0]
+    out.layers = [ReservedLayer.from_tensors(torch.cat([pad(c.layers[i].keys) for c in caches]),
+                                             torch.cat([pad(c.layers[i].values) for c in caches]), reserve)
+                  for i in range(len(out.layers))]
+    return out
+
+
+def crop_left(cache: DynamicCache, n: int) -> bool:
+    """Drop the first n columns (all padding) of every layer; False (nothing done) unless every
+    layer is a ReservedLayer."""
+    if not all(isinstance(layer, ReservedLayer) for layer in cache.layers):
+        return False
+    for layer in cache.layers:
+        layer.crop_left(n)
+    return True

@@ -1,0 +1,77 @@
+"""kvcache helpers: the bucket partition is the cheapest one; ReservedLayer behaves like DynamicLayer."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from swarmrl.policy.kvcache import ReservedLayer, crop_left, length_buckets, stack_left_padded
+
+
+def cost(buckets, lengths, overhead):
+    return sum(overhead + len(b) * max(lengths[i] for i in b) for b in buckets)
+
+
+def brute_force(lengths, overhead):
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    best = float("inf")
+    for mask in itertools.product([0, 1], repeat=len(order) - 1):  # 1 = cut after position k
+        buckets, cur = [], [order[0]]
+        for k, cut in enumerate(mask):
+            if cut:
+                buckets.append(cur)
+                cur = []
+            cur.append(order[k + 1])
+        best = min(best, cost(buckets + [cur], lengths, overhead))
+    return best
+
+
+def test_length_buckets_is_the_cheapest_contiguous_partition():
+    rng = random.Random(0)
+    for _ in range(40):
+        lengths = [rng.randint(1, 300) for _ in range(rng.randint(1, 9))]
+        overhead = rng.choice([0, 50, 300, 5000])
+        buckets = length_buckets(lengths, overhead)
+        assert sorted(i for b in buckets for i in b) == list(range(len(lengths)))
+        assert cost(buckets, lengths, overhead) == brute_force(lengths, overhead)
+
+
+def test_length_buckets_by_hand():
+    # 80-token prompts next to 260-token ones: padding the four short rows costs 4*180 = 720 > 300.
+    assert length_buckets([80, 260, 80, 80, 80], 300) == [[0, 2, 3, 4], [1]]
+    assert length_buckets([80, 260, 80, 80, 80], 1000) == [[0, 2, 3, 4, 1]]
+
+
+def test_reserved_layer_matches_dynamic_layer():
+    g = torch.Generator().manual_seed(0)
+    k, v = torch.randn(3, 2, 5, 4, generator=g), torch.randn(3, 2, 5, 4, generator=g)
+    dyn, res = DynamicLayer(), ReservedLayer.from_tensors(k, v, reserve=2)
+    dyn.update(k, v)
+    for step in range(4):  # the 4th update runs past the reserve and must still work
+        nk, nv = torch.randn(3, 2, 1, 4, generator=g), torch.randn(3, 2, 1, 4, generator=g)
+        a, b = dyn.update(nk, nv), res.update(nk, nv)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    sel = torch.tensor([2, 0])
+    dyn.batch_select_indices(sel)
+    res.batch_select_indices(sel)
+    assert torch.equal(dyn.keys, res.keys) and res.get_seq_length() == 9
+    res.crop_left(3)
+    assert torch.equal(res.keys, dyn.keys[..., 3:, :]) and torch.equal(res.values, dyn.values[..., 3:, :])
+
+
+def test_stack_left_padded_pads_on_the_left_with_zeros():
+    a, b = DynamicCache(), DynamicCache()
+    a.update(torch.ones(2, 1, 3, 2), torch.ones(2, 1, 3, 2), 0)
+    b.update(2 * torch.ones(1, 1, 5, 2), 2 * torch.ones(1, 1, 5, 2), 0)
+    out = stack_left_padded([a, b], reserve=4)
+    keys = out.layers[0].keys  # [3, 1, 5, 2]
+    assert keys.shape == (3, 1, 5, 2)
+    assert (keys[:2, :, :2] == 0).all() and (keys[:2, :, 2:] == 1).all() and (keys[2] == 2).all()
+    assert crop_left(out, 2) and out.layers[0].keys.shape[-2] == 3
+    plain = DynamicCache()
+    plain.update(torch.ones(1, 1, 3, 2), torch.ones(1, 1, 3, 2), 0)
+    assert not crop_left(plain, 1) and plain.layers[0].keys.shape[-2] == 3  # plain DynamicLayers are left alone
