@@ -151,7 +151,7 @@ def test_presets_exist_and_demo_default_matches_its_comment():
     assert {"rlcr_arith.yaml", "tiny_test.yaml"} <= names
     cfg = load_config(CONFIGS / "rlcr_arith.yaml")
     assert cfg.workflow.max_experts == 8
-    assert (cfg.time_limit.start, cfg.time_limit.end) == (6.0, 7.0)  # "from 6 s to 7 s"
+    assert (cfg.time_limit.start, cfg.time_limit.end) == (5.5, 6.0)  # "from 5.5 s to 6 s"
     tiny = load_config(CONFIGS / "tiny_test.yaml")
     assert tiny.rl.steps == 2 and tiny.model.hidden_size == 32
 

@@ -112,6 +112,14 @@ class SamplerConfig:
     """Token cap of one agent turn; a turn that hits it is cut and counted as invalid."""
     max_turns_per_agent: int = 12
     """Turns one agent may take in a rollout (stops loops)."""
+    batching: Literal["continuous", "waves"] = "continuous"
+    """`continuous`: a rollout's next causal wave joins the running decode batch as soon as its
+    own turns are back. `waves`: one sampler call per global wave (every rollout waits for the
+    slowest turn). Both sample the same turns (per-turn seeds); `hf` engine only."""
+    prefix_cache: bool = True
+    """Keep each agent's KV cache between its turns so that its next prompt runs only the new
+    tokens (continuous batching only). Costs memory: every agent's context of the rollouts in
+    flight stays cached."""
 
 
 @dataclass

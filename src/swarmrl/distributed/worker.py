@@ -30,7 +30,7 @@ class RolloutWorker:
         if cfg.sampler.engine == "vllm":
             from swarmrl.policy.vllm_engine import VLLMSampler
             self.policies.engine = VLLMSampler(cfg, self.policies)
-        self.actor = LLMActor(self.policies, cfg.sampler.max_new_tokens_per_turn)
+        self.actor = LLMActor.from_config(cfg.sampler, self.policies)
         self.version = -1
 
     def ready(self) -> int:

@@ -18,13 +18,19 @@ from swarmrl.policy.sharing import PolicySet
 
 class LLMActor:
     def __init__(self, policies: PolicySet | Policy, max_new_tokens: int, greedy: bool = False,
-                 temperature: float = 1.0):
+                 temperature: float = 1.0, continuous: bool = True, prefix_cache: bool = True):
         if isinstance(policies, Policy):
             policies = PolicySet(policies, "shared", ["any"], temperature=temperature)
         self.policies = policies
         self.max_new_tokens = max_new_tokens
         self.greedy = greedy
         self.generated_tokens = 0  # running count, for tokens/s
+        self.continuous, self.prefix_cache = continuous, prefix_cache
+
+    @classmethod
+    def from_config(cls, sampler_cfg, policies: PolicySet | Policy, greedy: bool = False) -> "LLMActor":
+        return cls(policies, sampler_cfg.max_new_tokens_per_turn, greedy=greedy, temperature=sampler_cfg.temperature,
+                   continuous=sampler_cfg.batching == "continuous", prefix_cache=sampler_cfg.prefix_cache)
 
     def act(self, requests: Sequence, seed: int) -> list[Sample]:
         out = self.policies.generate([r.prompt for r in requests], [r.agent.role for r in requests],
@@ -35,7 +41,7 @@ class LLMActor:
 
     def open_stream(self) -> "ActorStream | None":
         """Continuous batching across rollouts (collective/runtime.py), when the policies allow it."""
-        stream = self.policies.stream(self.max_new_tokens, greedy=self.greedy)
+        stream = self.policies.stream(self.max_new_tokens, greedy=self.greedy) if self.continuous else None
         return None if stream is None else ActorStream(self, stream)
 
 
@@ -51,7 +57,8 @@ class ActorStream:
         for r in requests:
             adapter = self.actor.policies.slot(r.agent.role) if self.actor.policies.sharing == "isolated" else None
             # key: the agent, whose next prompt extends this one (its KV cache is reused)
-            self.stream.add(self.next_tag, r.prompt, adapter, turn_seed(seed, r), key=(id(r.rollout), r.agent.name))
+            key = (id(r.rollout), r.agent.name) if self.actor.prefix_cache else None
+            self.stream.add(self.next_tag, r.prompt, adapter, turn_seed(seed, r), key=key)
             self.requests[self.next_tag] = r
             self.next_tag += 1
 

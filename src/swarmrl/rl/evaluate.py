@@ -37,7 +37,7 @@ def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None =
         rollouts = [runtime.new_rollout(i, i, p, time_limit, cap) for i, p in enumerate(probs)]
     else:  # fixed workflows and `single` have no team-size choice
         rollouts = new_rollouts(cfg, runtime, probs, 1, time_limit)
-    actor = LLMActor(policy, cfg.sampler.max_new_tokens_per_turn, greedy=greedy, temperature=cfg.sampler.temperature)
+    actor = LLMActor.from_config(cfg.sampler, policy, greedy=greedy)
     t0 = time.perf_counter()
     runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
     m = collective_metrics(rollouts)

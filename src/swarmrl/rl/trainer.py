@@ -94,7 +94,7 @@ class Trainer:
         self.backend = make_backend(cfg, policy)
         self.policies = make_policy_set(cfg, policy)
         self.policy = policy  # the base policy (tokenizer, ids); trainable weights live in self.policies
-        self.actor = LLMActor(self.policies, cfg.sampler.max_new_tokens_per_turn)
+        self.actor = LLMActor.from_config(cfg.sampler, self.policies)
         self.backend.attach(self.runtime, self.actor, self.policies)
         self.advantage_fn = get_advantage(cfg.rl.advantage)
         self.updater = Updater(cfg.rl, self.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed)

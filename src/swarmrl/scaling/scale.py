@@ -94,7 +94,7 @@ def run_scaling(cfg: Config, policy: Policy, spec: ScaleSpec, log=print) -> list
             i = len(rollouts)
             rollouts.append(runtime.new_rollout(i, i, p, horizon, k - 1, prestaffed_experts=(k - 1) * spec.prestaffed))
             sizes.append(k)
-    actor = LLMActor(policy, cfg.sampler.max_new_tokens_per_turn, temperature=cfg.sampler.temperature)
+    actor = LLMActor.from_config(cfg.sampler, policy)
     t0 = time.perf_counter()
     runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
     log(f"  scaling: {len(rollouts)} rollouts (team sizes {spec.team_sizes}, {spec.problems} problems, "
