@@ -70,8 +70,12 @@ def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> t
     strategies, rollouts = {}, []
     for i, p in enumerate(problems):
         strat = sample_strategy(rng, cfg.workflow.max_experts)
-        # Show the cap in the header too: demos with max=m never hire more than m.
-        cap = int(rng.integers(strat.experts, cfg.workflow.max_experts + 1))
+        # Show the cap in the header too: demos with max=m never hire more than m. Half the solo
+        # demos say max=0: a CEO told it can hire nobody must work alone (the scaling
+        # evaluation's team size 1); with caps uniform in 0..8 it saw max=0 in 1 solo demo of 9
+        # and then mostly tried to hire (measured: score 0 at team size 1).
+        solo_cap0 = strat.experts == 0 and rng.random() < 0.5
+        cap = 0 if solo_cap0 else int(rng.integers(strat.experts, cfg.workflow.max_experts + 1))
         strategies[i] = strat
         rollouts.append(runtime.new_rollout(i, i, p, NO_DEADLINE, cap))
     runtime.run(rollouts, ScriptedActor(policy.tokenizer, policy.end_id, strategies), seed=seed)
