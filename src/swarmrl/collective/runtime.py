@@ -21,6 +21,7 @@ from swarmrl.collective.bus import Message, MessageBus
 from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.org import Org
 from swarmrl.collective.state import Agent, Rollout, Turn
+from swarmrl.collective.streaming import run_stream
 from swarmrl.policy.sampler import Sample
 from swarmrl.workflows.graph import Workflow
 
@@ -123,7 +124,7 @@ class Runtime:
     def run(self, rollouts: list[Rollout], actor: Actor, seed: int) -> list[Rollout]:
         stream = actor.open_stream() if hasattr(actor, "open_stream") else None
         if stream is not None:
-            return self._run_stream(rollouts, stream, seed)
+            return run_stream(self, rollouts, stream, seed)
         wave = 0
         while True:
             requests: list[TurnRequest] = []
@@ -137,35 +138,6 @@ class Runtime:
             for req, reply in sorted(zip(requests, replies), key=lambda x: (x[0].rollout.index, x[0].start, x[0].agent.name)):
                 self._apply(req, reply)
             wave += 1
-
-    def _run_stream(self, rollouts: list[Rollout], stream, seed: int) -> list[Rollout]:
-        """Continuous batching: each rollout hands in its next causal wave as soon as its own
-        turns are back, instead of waiting for the slowest turn of every rollout. A rollout's
-        k-th wave gets the same seed as global wave k of `run`'s loop (every live rollout takes
-        part in every wave there), so both loops sample the same turns."""
-        waves = {id(r): 0 for r in rollouts}
-        back: dict[int, list] = {}  # rollout -> (request, reply) of its wave in flight
-        left: dict[int, int] = {}  # rollout -> replies still to come
-
-        def hand_in(r: Rollout) -> None:
-            requests = [] if r.done else self._safe_turns(r)
-            if requests:
-                stream.add(requests, seed * 100_003 + waves[id(r)])
-                waves[id(r)] += 1
-                back[id(r)], left[id(r)] = [], len(requests)
-
-        for r in rollouts:
-            hand_in(r)
-        while stream.busy():
-            for req, reply in stream.step():
-                k = id(req.rollout)
-                back[k].append((req, reply))
-                left[k] -= 1
-                if left[k] == 0:  # the wave is complete: apply in start-time order, as `run` does
-                    for q, s in sorted(back.pop(k), key=lambda x: (x[0].start, x[0].agent.name)):
-                        self._apply(q, s)
-                    hand_in(req.rollout)
-        return rollouts
 
     def _start_time(self, r: Rollout, a: Agent) -> float | None:
         """When the agent's next turn starts: max(agent free, trigger); None if nothing will wake it."""
