@@ -75,8 +75,8 @@ class HFSampler:
                  greedy: bool = False, adapters: list[str] | None = None,
                  row_seeds: list[int] | None = None) -> list[Sample]:
         """`adapters`: the LoRA adapter of each prompt (isolated policies: one batch, mixed adapters).
-        `row_seeds`: one sampling seed per prompt (batch-independent sampling; `seed` then only
-        seeds nothing). Prompts beyond `max_batch_sequences` join as rows finish."""
+        `row_seeds`: one sampling seed per prompt (batch-independent sampling; `seed` is then
+        unused). Prompts beyond `max_batch_sequences` join as rows finish."""
         stream = self.stream(max_new_tokens, seed, greedy, admit_fraction=0.0)
         for i in sorted(range(len(prompts)), key=lambda i: len(prompts[i])):  # similar lengths batch together
             stream.add(i, prompts[i], adapters[i] if adapters is not None else None,
@@ -168,12 +168,10 @@ class DecodeStream:
         for j, (tag, k, v) in enumerate(zip(self.rows, tok.tolist(), lp.tolist())):
             self.toks[tag].append(k)
             self.lps[tag].append(v)
-            if self.s.stopped(self.toks[tag]) or len(self.toks[tag]) >= self.max_new_tokens:
+            stopped = self.s.stopped(self.toks[tag])  # decodes text when there are stop strings: once
+            if stopped or len(self.toks[tag]) >= self.max_new_tokens:
                 self._save_prefix(j, tag)
-            if self.s.stopped(self.toks[tag]):
-                done.append((tag, Sample(self.toks.pop(tag), self.lps.pop(tag))))
-            elif len(self.toks[tag]) >= self.max_new_tokens:
-                done.append((tag, Sample(self.toks.pop(tag), self.lps.pop(tag), hit_cap=True)))
+                done.append((tag, Sample(self.toks.pop(tag), self.lps.pop(tag), hit_cap=not stopped)))
             else:
                 keep.append(j)
         if len(keep) < len(self.rows):  # drop finished rows from the batch and the KV cache
