@@ -31,7 +31,7 @@ from swarmrl.policy import tokenizer as tokenizer_module
 from swarmrl.policy.model import Policy, build_tiny_policy, load_policy, save_policy
 from swarmrl.rl.batch import micro_batches, pad, token_logprobs, TrainSeq
 from swarmrl.tasks import arith, arith_scripts
-from swarmrl.tasks.arith_scripts import ScriptedActor, sample_strategy
+from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy, sample_strategy
 from swarmrl.workflows import graph as workflow_graph
 from swarmrl.workflows import scripts as workflow_scripts
 
@@ -53,8 +53,9 @@ def warmstart_key(cfg: Config) -> str:
         **team, "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
         "sampler": cfg.sampler.__dict__,
         "code": [inspect.getsource(m) for m in (arith, arith_scripts, runtime_module, tokenizer_module, model_module,
-                                                workflow_scripts, workflow_graph)],
-        "version": 1,
+                                                workflow_scripts, workflow_graph)]
+                + [inspect.getsource(f) for f in (demonstrations, workflow_demonstrations, supervised)],
+        "version": 2,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -68,14 +69,19 @@ def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> t
     rng = np.random.default_rng(seed)
     problems = task.sample(rng, n_rollouts)
     strategies, rollouts = {}, []
+    n_cap0 = n_rollouts // (cfg.workflow.max_experts + 2)
     for i, p in enumerate(problems):
-        strat = sample_strategy(rng, cfg.workflow.max_experts)
-        # Show the cap in the header too: demos with max=m never hire more than m. Half the solo
-        # demos say max=0: a CEO told it can hire nobody must work alone (the scaling
-        # evaluation's team size 1); with caps uniform in 0..8 it saw max=0 in 1 solo demo of 9
-        # and then mostly tried to hire (measured: score 0 at team size 1).
-        solo_cap0 = strat.experts == 0 and rng.random() < 0.5
-        cap = 0 if solo_cap0 else int(rng.integers(strat.experts, cfg.workflow.max_experts + 1))
+        if i < n_cap0:
+            # A CEO told `max=0` works alone: the scaling evaluation's team size 1. The header's
+            # cap is one character ~70 tokens before the first decision, and with only the solo
+            # demos that happened to draw cap 0 (~5% of all) the warm start ignored it: measured
+            # P(first action is <take> | max=0) = 0.09, the same as for max=8, so the single agent
+            # mostly tried to hire and scored 0. A block of its own makes the cap matter.
+            strat, cap = Strategy(0, share="recompute"), 0
+        else:
+            strat = sample_strategy(rng, cfg.workflow.max_experts)
+            # Show the cap in the header too: demos with max=m never hire more than m.
+            cap = int(rng.integers(strat.experts, cfg.workflow.max_experts + 1))
         strategies[i] = strat
         rollouts.append(runtime.new_rollout(i, i, p, NO_DEADLINE, cap))
     runtime.run(rollouts, ScriptedActor(policy.tokenizer, policy.end_id, strategies), seed=seed)
@@ -171,7 +177,8 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     t0 = time.perf_counter()
     torch.set_num_threads(cfg.run.threads)
     policy = build_tiny_policy(cfg.model, seed=cfg.warmstart.seed)
-    n = cfg.warmstart.demos_per_strategy * ((cfg.workflow.max_experts + 1) if demo_set(cfg) == "org" else 4)
+    # org: every team size 0..max_experts, plus a block of solo demos told `max=0` (see demonstrations).
+    n = cfg.warmstart.demos_per_strategy * ((cfg.workflow.max_experts + 2) if demo_set(cfg) == "org" else 4)
     seqs, stats = demonstrations(cfg, policy, n, cfg.warmstart.seed)
     log(f"warm start ({demo_set(cfg)}): {stats['rollouts']} scripted rollouts, {stats['sequences']} agent "
         f"trajectories, {stats['generated_tokens']} target tokens; rollouts by team/workflow {stats['team_sizes']}")
