@@ -80,10 +80,20 @@ def window_steps(rows: list[dict]) -> int:
     return max(1, min(WINDOW, len(rows) // 2))
 
 
-def _window_mean(rows: list[dict], key: str, first: bool) -> float | None:
+def _window(rows: list[dict], key: str, first: bool) -> tuple[float | None, float | None]:
+    """(mean, standard error) of a per-step metric over the first or last window of steps."""
     n = window_steps(rows)
     vals = [r[key] for r in (rows[:n] if first else rows[-n:]) if isinstance(r.get(key), (int, float))]
-    return float(np.mean(vals)) if vals else None
+    if not vals:
+        return None, None
+    se = float(np.std(vals, ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else None
+    return float(np.mean(vals)), se
+
+
+def rises(change: float | None, se: float | None, z: float = 2.0) -> bool:
+    """A rise larger than z standard errors of the change: per-step metrics of 32 rollouts are
+    noisy, and "0.731 -> 0.736" (a previous run) is not a rise worth the name."""
+    return change is not None and se is not None and change > z * se
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -125,16 +135,18 @@ def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, l
         for key in ("ref/messages_per_rollout", "ref/expert_work_share", "ref/score_mean", "messages_per_rollout",
                     "expert_work_share", "score_mean", "team_size_mean"):
             if arm in runs:
-                f, l_ = _window_mean(runs[arm], key, True), _window_mean(runs[arm], key, False)
+                (f, f_se), (l_, l_se) = _window(runs[arm], key, True), _window(runs[arm], key, False)
                 a[f"train/{key}"] = {"first": f, "last": l_, "ratio": _ratio(l_, f),
-                                     "change": None if f is None or l_ is None else l_ - f}
+                                     "change": None if f is None or l_ is None else l_ - f,
+                                     "change_se": None if f_se is None or l_se is None else float(np.hypot(f_se, l_se))}
         out["arms"][arm] = a
     tl, no = out["arms"].get("time_limit"), out["arms"].get("none")
     if tl:
         out["check_items_2x_at_tight"] = (tl["items_ratio_best_team_vs_single_at_tight"] or 0) >= 2.0
         m = tl.get("train/ref/messages_per_rollout", {})
         out["check_messages_rise_1.5x"] = (m.get("ratio") or 0) >= 1.5
-        out["check_expert_share_rises"] = (tl.get("train/ref/expert_work_share", {}).get("change") or 0) > 0
+        e = tl.get("train/ref/expert_work_share", {})
+        out["check_expert_share_rises"] = rises(e.get("change"), e.get("change_se"))
         out["check_team_reaches_single_best_sooner"] = tl["team_beats_single_to_its_best"]
         if reference:
             out["check_items_2x_reference_at_tight"] = (tl["items_ratio_best_team_vs_reference_at_tight"] or 0) >= 2.0
@@ -144,7 +156,8 @@ def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, l
         et, en = tl["train/ref/expert_work_share"], no["train/ref/expert_work_share"]
         out["check_none_rises_less"] = {
             "messages": (mn.get("ratio") or 0) < (mt.get("ratio") or 0),
-            "expert_share": (en.get("change") or 0) < (et.get("change") or 0)}
+            # "As much": time_limit's rise must be real (> 2 SE) and larger than none's.
+            "expert_share": rises(et.get("change"), et.get("change_se")) and (en.get("change") or 0) < et["change"]}
     return out
 
 
@@ -171,7 +184,8 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
          f"{exp.scale.team_sizes}, {exp.scale.problems} held-out problems each, limits {exp.scale.time_limits_s} s, "
          f"{'pre-staffed org' if exp.scale.prestaffed else 'the CEO may hire up to the team size'}. "
          f"Tight limit = the curriculum's first deadline ({tight:g} s), loose = its last ({loose:g} s). "
-         f"Wall time {info['wall_s']:.0f} s.\n", "## Checks\n"]
+         f"Wall time of this invocation {info['wall_s']:.0f} s; training steps (from the arms' metrics) "
+         + ", ".join(f"{a} {t:.0f} s" for a, t in info.get("train_s", {}).items()) + ".\n", "## Checks\n"]
     tl = checks["arms"].get("time_limit", {})
     w = min(checks["window_steps"].values(), default=WINDOW)
     if tl:
@@ -184,7 +198,8 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
              checks["check_items_2x_at_tight"]],
             [f"time_limit: messages/rollout (as of {tight:g} s) last-{w} >= 1.5x first-{w} steps",
              f"{_f(m['first'])} -> {_f(m['last'])} = {_f(m['ratio'])}x", checks["check_messages_rise_1.5x"]],
-            ["time_limit: experts' share of the work rises", f"{_f(e['first'])} -> {_f(e['last'])}",
+            [f"time_limit: experts' share of the work (as of {tight:g} s) rises by > 2 standard errors",
+             f"{_f(e['first'])} -> {_f(e['last'])} (change {_f(e['change'])} +- {_f(e['change_se'])})",
              checks["check_expert_share_rises"]],
             ["none: neither rises as much (messages ratio, share change)",
              _none_text(checks), all(checks.get("check_none_rises_less", {}).values()) if "check_none_rises_less" in checks else None],
@@ -220,8 +235,8 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
                                            ("perfect scripted single agent", "reference", "reference_single_best_score"))
                     if s.get(best) is not None]), "",
           f"## Training: first vs last {w} steps\n",
-          md_table(["arm", "metric", f"first {w}", f"last {w}", "ratio"],
-                   [[arm, k[6:], v["first"], v["last"], v["ratio"]]
+          md_table(["arm", "metric", f"first {w}", f"last {w}", "ratio", "change +- s.e."],
+                   [[arm, k[6:], v["first"], v["last"], v["ratio"], f"{_f(v['change'])} +- {_f(v['change_se'])}"]
                     for arm, a in checks["arms"].items() for k, v in a.items() if k.startswith("train/")]), "",
           "## Figures\n"]
     L += [f"![{p.stem}](figures/{p.name})" for p in sorted(fig.glob("*.png"))]
@@ -239,9 +254,10 @@ def _none_text(checks: dict) -> str:
     tl, no = checks["arms"].get("time_limit"), checks["arms"].get("none")
     if not tl or not no:
         return "n/a"
+    en, et = no["train/ref/expert_work_share"], tl["train/ref/expert_work_share"]
     return (f"messages x{_f(no['train/ref/messages_per_rollout']['ratio'])} (none) vs "
-            f"x{_f(tl['train/ref/messages_per_rollout']['ratio'])} (time_limit); share "
-            f"{_f(no['train/ref/expert_work_share']['change'])} vs {_f(tl['train/ref/expert_work_share']['change'])}")
+            f"x{_f(tl['train/ref/messages_per_rollout']['ratio'])} (time_limit); share change "
+            f"{_f(en['change'])} +- {_f(en['change_se'])} (none) vs {_f(et['change'])} +- {_f(et['change_se'])} (time_limit)")
 
 
 def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None = None, log=print) -> Path:
@@ -278,7 +294,10 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
                               {"tight": base.time_limit.start, "loose": base.time_limit.end}, reference=reference)
         plot_tokens_vs_latency(rows, out / "scaling" / f"{arm}_tokens_vs_latency.png", f"{arm}: tokens per rollout")
     checks = compute_checks(base, runs, tables, summaries, reference)
-    info = {"init": str(init), "wall_s": time.perf_counter() - t0}
+    # Training time from the arms' own step timings: a resumed invocation (arms already trained)
+    # would otherwise report only the scaling evaluations' minutes as the experiment's cost.
+    info = {"init": str(init), "wall_s": time.perf_counter() - t0,
+            "train_s": {arm: float(sum(r.get("step_s", 0.0) for r in rows)) for arm, rows in runs.items()}}
     report = write_report(out, base, exp, runs, tables, summaries, checks, info)
     (out / "summary.json").write_text(json.dumps({"checks": checks, "summaries": summaries, **info,
                                                   "arms": {a: c.to_dict() for a, c in cfgs.items()}}, indent=2))

@@ -113,9 +113,9 @@ def scripted_solo_rows(cfg: Config, policy: Policy, spec: ScaleSpec) -> list[dic
     """A perfect single agent on the same problems, limits and latency model: the warm start's
     scripted solo demonstrator (never wrong, fewest tokens), run through the same runtime.
 
-    Why: a tiny policy's own team-size-1 behaviour can be degenerate (the demo warm start
-    ignores `max=0` and tries to hire), which would make any team look good. Beating the best a
-    single agent of this action format could do is the comparison that means something.
+    Why: a policy's own team-size-1 play can be weak or degenerate (an earlier demo warm start
+    ignored `max=0` and tried to hire, scoring 0), which would make any team look good. The best
+    a single agent of this action format could do is the comparison that cannot be gamed.
     """
     from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy  # the demonstrations are arith's
     spec = check_spec(cfg, spec)
