@@ -122,6 +122,11 @@ def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, l
              "items_ratio_best_team_vs_single_at_tight": _ratio(teams.get(best_k), single),
              "time_to_single_agent_score_s": ttss,
              "single_agent_best_score": s.get("single_agent_best_score"),
+             # Told max=0, a checkpoint that never scores has forgotten how to work alone (RL ran
+             # at max_experts only); every comparison with "its" single agent is then vacuous.
+             "single_degenerate": s.get("single_agent_best_score") == 0,
+             "items_single_at_loose": score_at(rows, 1, loose, "useful_work") if 1 in sizes else None,
+             "items_by_team_at_loose": {k: score_at(rows, k, loose, "useful_work") for k in sizes if k > 1},
              "team_beats_single_to_its_best": (min(team_t) < ttss.get(1)) if team_t and ttss.get(1) else False}
         if reference:
             ttrs = {int(k): v.get("time_to_reference_score_s") for k, v in s["by_team_size"].items()}
@@ -148,6 +153,10 @@ def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, l
         e = tl.get("train/ref/expert_work_share", {})
         out["check_expert_share_rises"] = rises(e.get("change"), e.get("change_se"))
         out["check_team_reaches_single_best_sooner"] = tl["team_beats_single_to_its_best"]
+        ws = out["arms"].get(WARM)
+        if ws and ws["items_single_at_tight"]:  # the warm start's single agent: same prior, never RL-trained
+            out["check_items_2x_warm_single_at_tight"] = (
+                _ratio(tl["items_by_team_at_tight"].get(tl["best_team_size_at_tight"]), ws["items_single_at_tight"]) or 0) >= 2.0
         if reference:
             out["check_items_2x_reference_at_tight"] = (tl["items_ratio_best_team_vs_reference_at_tight"] or 0) >= 2.0
             out["check_team_reaches_reference_best_sooner"] = tl["team_beats_reference_to_its_best"]
@@ -212,9 +221,14 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
                 ["(vs the perfect scripted single agent) a team reaches its best score sooner",
                  f"it needs {_f(tl['reference_time_to_its_best_s'])} s for {_f(tl['reference_best_score'])}; teams: "
                  + ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_reference_score_s"].items() if k > 1),
-                 checks["check_team_reaches_reference_best_sooner"]]] if "items_reference_at_tight" in tl else [])), "",
+                 checks["check_team_reaches_reference_best_sooner"]]] if "items_reference_at_tight" in tl else [])
+            + _other_single_rows(checks)), "",
             "Team size 1 is the trained checkpoint playing alone (header `max=0`); the perfect scripted single agent "
             "is the warm start's solo demonstrator (never wrong, fewest tokens) on the same problems and clock.\n"]
+        L += [f"**{arm}'s own single agent is degenerate**: told `max=0` it scores 0 at every limit (it tries to "
+              "hire; RL ran with the CEO allowed 8 experts only, and the shared policy's hiring carried over to "
+              "`max=0`). Comparisons with its own single agent are vacuous; read the other single agents.\n"
+              for arm, a in checks["arms"].items() if arm != WARM and a.get("single_degenerate")]
     L += ["## Score at the tight and loose limits (scaling eval)\n",
           md_table(["arm", "team size"] + [f"score @ {tight:g} s", f"score @ {loose:g} s", f"items @ {tight:g} s",
                                            f"chosen team size @ {loose:g} s", f"experts' share @ {loose:g} s",
@@ -244,6 +258,24 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
     path = out / "report.md"
     path.write_text("\n".join(L) + "\n")
     return path
+
+
+def _other_single_rows(checks: dict) -> list[list]:
+    """The 2x check against the warm start's single agent, and the same counts at the loose limit."""
+    tl, ws = checks["arms"]["time_limit"], checks["arms"].get(WARM)
+    team = tl["items_by_team_at_tight"].get(tl["best_team_size_at_tight"])
+    rows = []
+    if "check_items_2x_warm_single_at_tight" in checks:
+        rows.append([f"(vs the warm start's single agent) best team solves >= 2x its items at {checks['tight_limit_s']:g} s",
+                     f"{_f(team)} vs {_f(ws['items_single_at_tight'])} = {_f(_ratio(team, ws['items_single_at_tight']))}x",
+                     checks["check_items_2x_warm_single_at_tight"]])
+    loose = tl["items_by_team_at_loose"]
+    k = max(loose, key=lambda k: loose[k] or 0.0) if loose else None
+    if k is not None and ws:
+        rows.append([f"(not a check) the same at the loose limit {checks['loose_limit_s']:g} s, where most steps trained",
+                     f"team {k}: {_f(loose[k])} vs own single {_f(tl['items_single_at_loose'])}, "
+                     f"warm start's single {_f(ws['items_single_at_loose'])}", "-"])
+    return rows
 
 
 def _f(v, none: str = "n/a") -> str:
