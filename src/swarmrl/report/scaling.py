@@ -26,7 +26,7 @@ def plot_score_vs_latency(rows: list[dict], path: Path, title: str = "score vs l
                           marks_s: dict[str, float] | None = None, key: str = "score_mean",
                           reference: list[dict] | None = None) -> Path:
     """One curve per team size: the collective test-time scaling plot (+ a reference single agent)."""
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(8.5, 4.5))
     ax = fig.add_subplot()
     if reference:
         x, y = curve(reference, 1, key)
@@ -37,13 +37,14 @@ def plot_score_vs_latency(rows: list[dict], path: Path, title: str = "score vs l
     single = [r[key] for r in rows if r["team_size"] == 1]
     if single:
         ax.axhline(max(single), color="gray", lw=0.8, ls=":", label="single agent's best")
-    for name, x in (marks_s or {}).items():
+    top = ax.get_ylim()[1]
+    for j, (name, x) in enumerate((marks_s or {}).items()):  # staggered: nearby marks (5.5, 6 s) stay legible
         ax.axvline(x, color="black", lw=0.8, ls="--")
-        ax.text(x, ax.get_ylim()[1], f" {name}", va="top", fontsize="small")
+        ax.text(x, top * (1 - 0.07 * j), f" {name} {x:g} s", va="top", fontsize="small")
     ax.set_xlabel("latency budget (simulated s)")
     ax.set_ylabel(key)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: curves fill the box
     ax.set_title(title)
     return _save(fig, path)
 
