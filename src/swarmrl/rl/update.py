@@ -103,6 +103,8 @@ class Updater:
             for key, v in sums.items():
                 out[key] = out.get(key, 0.0) + v / len(parts)
         self._zero()
+        for model in self.policies.modules():  # back to sampling mode once, not per decode step
+            model.eval()
         out.update(finalize_role_stats(stats))
         tokens = sum(v["tokens"] for v in stats.values())
         out["entropy"] = sum(v["entropy"] for v in stats.values()) / max(tokens, 1.0)
