@@ -1,0 +1,73 @@
+"""What each scripted strategy scores at each deadline: the ceilings RL can select among.
+
+Every strategy the warm start demonstrates (tasks/arith_scripts.py: solo, or k = 1..8 experts
+x wait / poll / recompute x the CEO working or not) runs, never wrong, through the real
+runtime and clock of the demo config on the same held-out problems. Scores at every limit are
+read off one timeline per rollout (as in the scaling evaluation). This is how the demo's
+deadline was chosen, and what bounds the latency-shaping checks: e.g. the best team's items
+at the tight limit over the solo agent's.
+
+    .venv/bin/python benchmarks/scripted_ceilings.py [--problems 48] [--limits 5.5,6,7] [--json OUT] [key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from swarmrl.cli import DEMO_CONFIG, resolve_config
+from swarmrl.config import load_config
+from swarmrl.diagnostics.collective import at_limit, snapshot_metrics
+from swarmrl.policy.tokenizer import END, build_tokenizer
+from swarmrl.rl.trainer import make_runtime
+from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy
+
+
+def all_strategies(max_experts: int) -> list[Strategy]:
+    out = [Strategy(0, share="recompute")]
+    out += [Strategy(k, share=s, ceo_works=cw) for k in range(1, max_experts + 1)
+            for s in ("wait", "poll", "recompute") for cw in (False, True)]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", type=int, default=48)
+    ap.add_argument("--limits", default="5.5,6,7", help="comma-separated simulated seconds")
+    ap.add_argument("--json", help="write every strategy's scores here")
+    args, overrides = ap.parse_known_args()
+    cfg = load_config(resolve_config(DEMO_CONFIG), overrides)
+    limits = [float(x) for x in args.limits.split(",")]
+    tok = build_tokenizer()
+    runtime, task = make_runtime(cfg, tok)
+    probs = task.sample(np.random.default_rng(cfg.task.eval_seed), args.problems)
+    strategies = all_strategies(cfg.workflow.max_experts)
+    rollouts, owner = [], {}
+    for s_i, strat in enumerate(strategies):
+        for p in probs:
+            i = len(rollouts)
+            rollouts.append(runtime.new_rollout(i, i, p, max(limits), strat.experts))
+            owner[i] = strat
+    runtime.run(rollouts, ScriptedActor(tok, tok.convert_tokens_to_ids(END), owner), seed=0)
+    table = {}
+    for strat in strategies:
+        mine = [r for r in rollouts if owner[r.index] is strat]
+        table[strat.label()] = {L: snapshot_metrics([at_limit(r, L) for r in mine]) for L in limits}
+    solo = table[strategies[0].label()]
+    print(f"{len(strategies)} strategies x {args.problems} problems, demo clock; items solved of "
+          f"{cfg.task.items_per_problem} (score x items)")
+    for L in limits:
+        items = {name: t[L]["useful_work"] for name, t in table.items()}
+        best = max(items, key=items.get)
+        print(f"{L:>5g} s: solo {solo[L]['useful_work']:.2f} items (score {solo[L]['score_mean']:.3f}) | best {best} "
+              f"{items[best]:.2f} items (score {table[best][L]['score_mean']:.3f}) = {items[best] / max(solo[L]['useful_work'], 1e-9):.2f}x solo"
+              f" | mean over strategies score {np.mean([t[L]['score_mean'] for t in table.values()]):.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({name: {str(L): m for L, m in t.items()} for name, t in table.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
