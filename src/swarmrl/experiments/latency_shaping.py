@@ -29,12 +29,13 @@ from swarmrl.config import Config, ConfigError, _suggest, load_config
 from swarmrl.policy.model import load_policy
 from swarmrl.report.scaling import (md_table, plot_grouped_bars, plot_score_vs_latency, plot_tokens_vs_latency,
                                     plot_training_compare)
-from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize,
+from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize, time_to_score,
                                    write_table)
 
 WARM = "warm_start"
 WINDOW = 10  # steps in the "first" and "last" training windows the checks compare (at most half the run)
 REF = "scripted_solo"  # the perfect single agent every team is also compared with
+SCORE_TARGETS = (0.25, 0.5, 0.75)  # scores at which the report compares latencies
 
 
 @dataclass
@@ -171,7 +172,8 @@ def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, l
 
 
 def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, list[dict]],
-                 tables: dict[str, list[dict]], summaries: dict[str, dict], checks: dict, info: dict) -> Path:
+                 tables: dict[str, list[dict]], summaries: dict[str, dict], checks: dict, info: dict,
+                 reference: list[dict] | None = None) -> Path:
     fig = out / "figures"
     fig.mkdir(parents=True, exist_ok=True)
     tight, loose = checks["tight_limit_s"], checks["loose_limit_s"]
@@ -248,6 +250,11 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
                     for who, tag, best in (("own single agent", "single_agent", "single_agent_best_score"),
                                            ("perfect scripted single agent", "reference", "reference_single_best_score"))
                     if s.get(best) is not None]), "",
+          "## Latency to reach a score\n",
+          "The same question at fixed scores below everyone's best (the sources' \"a single agent needs k times "
+          "the time\"): the smallest budget (simulated s) at which each agent or team first reaches the score.\n",
+          md_table(["who", "team size"] + [f"to {t:g}" for t in SCORE_TARGETS],
+                   latency_to_score_rows(tables, reference, SCORE_TARGETS)), "",
           f"## Training: first vs last {w} steps\n",
           md_table(["arm", "metric", f"first {w}", f"last {w}", "ratio", "change +- s.e."],
                    [[arm, k[6:], v["first"], v["last"], v["ratio"], f"{_f(v['change'])} +- {_f(v['change_se'])}"]
@@ -258,6 +265,15 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
     path = out / "report.md"
     path.write_text("\n".join(L) + "\n")
     return path
+
+
+def latency_to_score_rows(tables: dict[str, list[dict]], reference: list[dict] | None,
+                          targets: tuple[float, ...]) -> list[list]:
+    """[who, team size, time to each target ('never' off the grid)] for every arm and team size."""
+    cell = lambda rows, k, t: _f(time_to_score(rows, k, t), "never")  # noqa: E731
+    out = [["perfect scripted single", 1] + [cell(reference, 1, t) for t in targets]] if reference else []
+    return out + [[arm, k] + [cell(rows, k, t) for t in targets]
+                  for arm, rows in tables.items() for k in sorted({r["team_size"] for r in rows})]
 
 
 def _other_single_rows(checks: dict) -> list[list]:
@@ -330,7 +346,7 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
     # would otherwise report only the scaling evaluations' minutes as the experiment's cost.
     info = {"init": str(init), "wall_s": time.perf_counter() - t0,
             "train_s": {arm: float(sum(r.get("step_s", 0.0) for r in rows)) for arm, rows in runs.items()}}
-    report = write_report(out, base, exp, runs, tables, summaries, checks, info)
+    report = write_report(out, base, exp, runs, tables, summaries, checks, info, reference)
     (out / "summary.json").write_text(json.dumps({"checks": checks, "summaries": summaries, **info,
                                                   "arms": {a: c.to_dict() for a, c in cfgs.items()}}, indent=2))
     log(f"report: {report}  (wall time {info['wall_s']:.0f} s)")
