@@ -179,6 +179,13 @@ class RLConfig:
     """PPO clip range for the importance ratio."""
     kl_coef: float = 0.0
     """Penalty on KL to the initial policy (0 = off, as in both sources)."""
+    smaller_caps_fraction: float = 0.0
+    """Fraction of each step's problems (whole groups) whose CEO is told a smaller cap, drawn
+    uniformly from 0..max_experts-1 (org workflow only). 0 = RLCR as published: every CEO may
+    hire max_experts. Why: trained only at the full cap, the shared policy's team plan
+    overrides the `max=` header, and the checkpoint's smaller team sizes in `swarmrl scale`
+    are degenerate (measured on the demo: score 0 alone, 0.20 with one expert). The step's
+    collective metrics cover the full-cap rollouts only; `capped/...` reports the others."""
     lr: float = 3e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0

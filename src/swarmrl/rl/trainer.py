@@ -80,10 +80,24 @@ def _policy_set(cfg: Config, policy: Policy) -> PolicySet:
                      temperature=cfg.sampler.temperature)
 
 
-def new_rollouts(cfg: Config, runtime: Runtime, problems, per_problem: int, time_limit: float) -> list[Rollout]:
+def new_rollouts(cfg: Config, runtime: Runtime, problems, per_problem: int, time_limit: float,
+                 caps: list[int] | None = None) -> list[Rollout]:
+    """`caps`: the CEO's expert cap per problem (default: max_experts_for(cfg) for all)."""
     wf = workflow_for(cfg)
-    return [runtime.new_rollout(g * per_problem + j, g, p, time_limit, max_experts_for(cfg), workflow=wf)
+    caps = caps or [max_experts_for(cfg)] * len(problems)
+    return [runtime.new_rollout(g * per_problem + j, g, p, time_limit, caps[g], workflow=wf)
             for g, p in enumerate(problems) for j in range(per_problem)]
+
+
+def step_caps(cfg: Config, step: int) -> list[int]:
+    """Each problem's cap at `step`: the last round(fraction x problems) get a smaller one,
+    drawn from 0..max_experts-1 (a function of (seed, step) alone, like the problems)."""
+    n, top = cfg.rl.problems_per_step, max_experts_for(cfg)
+    k = round(cfg.rl.smaller_caps_fraction * n)
+    if k == 0:
+        return [top] * n
+    small = np.random.default_rng([cfg.seed, step, 3]).integers(0, top, size=k)
+    return [top] * (n - k) + [int(c) for c in small]
 
 
 class Trainer:
@@ -136,9 +150,16 @@ class Trainer:
         update_metrics = self.updater.update(seqs, step, measure_roles=measure)
 
         # 6. Metrics, per-role diagnostics and detectors.
+        #    Collective metrics over the full-cap rollouts: with `smaller_caps_fraction` the
+        #    capped groups would otherwise mix the cap's effect into team size, share, messages.
         generated = sum(t.generated_tokens for r in rollouts for t in r.turns)
+        full = [r for r in rollouts if r.org.max_experts == max_experts_for(cfg)]
         metrics = {"step": step, "time_limit": time_limit, **collective_metrics(
-            rollouts, ref_limit_s=cfg.time_limit.start, count_tokens=token_counter(self.policy.tokenizer))}
+            full, ref_limit_s=cfg.time_limit.start, count_tokens=token_counter(self.policy.tokenizer))}
+        if len(full) < len(rollouts):
+            capped = [r for r in rollouts if r.org.max_experts != max_experts_for(cfg)]
+            metrics["capped/score_mean"] = float(np.mean([r.score for r in capped]))
+            metrics["capped/cap_mean"] = float(np.mean([r.org.max_experts for r in capped]))
         metrics["reward_mean"] = float(np.mean(list(score_of.values()))) if score_of else 0.0
         metrics["infra_error_rate"] = infra_rate
         metrics["team_size_hist"] = team_size_histogram(rollouts, cfg.workflow.max_experts + 1)
@@ -162,8 +183,8 @@ class Trainer:
         cfg = self.cfg
         time_limit = deadline_s(cfg.shaping, time_limit_at(cfg.time_limit, step))
         problems = self.task.sample(np.random.default_rng([cfg.seed, step]), cfg.rl.problems_per_step)
-        return (new_rollouts(cfg, self.runtime, problems, cfg.rl.rollouts_per_problem, time_limit),
-                cfg.seed * 1_000_003 + step)
+        return (new_rollouts(cfg, self.runtime, problems, cfg.rl.rollouts_per_problem, time_limit,
+                             step_caps(cfg, step)), cfg.seed * 1_000_003 + step)
 
     def close(self) -> None:
         """Release the backend's workers (and the Ray cluster it started)."""

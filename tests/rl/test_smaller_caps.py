@@ -1,0 +1,40 @@
+"""`rl.smaller_caps_fraction`: some problems' CEOs are told a smaller cap during RL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swarmrl.config import ConfigError, load_config
+from swarmrl.policy.model import build_tiny_policy
+from swarmrl.rl.trainer import Trainer, step_caps
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_test.yaml"  # max_experts 3
+
+
+def test_caps_per_problem_are_seeded_and_only_the_last_groups_are_capped():
+    cfg = load_config(TINY, ["rl.problems_per_step=4", "rl.smaller_caps_fraction=0.5"])
+    caps = step_caps(cfg, step=7)
+    want = np.random.default_rng([cfg.seed, 7, 3]).integers(0, 3, size=2).tolist()  # round(0.5 x 4) = 2 groups
+    assert caps == [3, 3] + want and caps == step_caps(cfg, step=7)
+    assert all(step_caps(cfg, s)[2] < 3 and step_caps(cfg, s)[3] < 3 for s in range(20))
+    assert step_caps(load_config(TINY, ["rl.problems_per_step=4"]), 7) == [3, 3, 3, 3]  # default: RLCR as published
+
+
+def test_a_step_runs_capped_groups_and_keeps_them_out_of_the_collective_metrics():
+    cfg = load_config(TINY, ["rl.problems_per_step=2", "rl.smaller_caps_fraction=0.5"])
+    m, rollouts = Trainer(cfg, build_tiny_policy(cfg.model)).step()
+    caps = {r.group: r.org.max_experts for r in rollouts}
+    assert caps[0] == 3 and caps[1] == step_caps(cfg, 0)[1] < 3
+    assert m["capped/cap_mean"] == caps[1]
+    assert m["capped/score_mean"] == pytest.approx(np.mean([r.score for r in rollouts if r.group == 1]))
+    assert m["score_mean"] == pytest.approx(np.mean([r.score for r in rollouts if r.group == 0]))
+
+
+def test_bad_fraction_is_a_clear_error():
+    with pytest.raises(ConfigError, match="smaller_caps_fraction must be in"):
+        load_config(TINY, ["rl.smaller_caps_fraction=1.5"])
+    with pytest.raises(ConfigError, match="needs workflow.name=org"):
+        load_config(TINY, ["rl.smaller_caps_fraction=0.5", "workflow.name=voting"])
