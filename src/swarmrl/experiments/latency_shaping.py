@@ -29,8 +29,8 @@ from swarmrl.config import Config, ConfigError, _suggest, load_config
 from swarmrl.policy.model import load_policy
 from swarmrl.report.scaling import (md_table, plot_grouped_bars, plot_score_vs_latency, plot_tokens_vs_latency,
                                     plot_training_compare)
-from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize, time_to_score,
-                                   write_table)
+from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize,
+                                   time_to_score, write_table)
 
 WARM = "warm_start"
 WINDOW = 10  # steps in the "first" and "last" training windows the checks compare (at most half the run)
@@ -228,8 +228,9 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
             "Team size 1 is the trained checkpoint playing alone (header `max=0`); the perfect scripted single agent "
             "is the warm start's solo demonstrator (never wrong, fewest tokens) on the same problems and clock.\n"]
         L += [f"**{arm}'s own single agent is degenerate**: told `max=0` it scores 0 at every limit (it tries to "
-              "hire; RL ran with the CEO allowed 8 experts only, and the shared policy's hiring carried over to "
-              "`max=0`). Comparisons with its own single agent are vacuous; read the other single agents.\n"
+              f"hire: RL ran with the CEO allowed {cfg.workflow.max_experts} experts, and the shared policy's hiring "
+              "carried over to `max=0`; see `rl.smaller_caps_fraction`). Comparisons with its own single agent are "
+              "vacuous; read the other single agents.\n"
               for arm, a in checks["arms"].items() if arm != WARM and a.get("single_degenerate")]
     L += ["## Score at the tight and loose limits (scaling eval)\n",
           md_table(["arm", "team size"] + [f"score @ {tight:g} s", f"score @ {loose:g} s", f"items @ {tight:g} s",
