@@ -152,14 +152,13 @@ class DecodeStream:
     def step(self) -> list[tuple[object, Sample]]:
         # Toggle only when needed: `.eval()` walks every submodule on every call (the learner
         # leaves models in eval mode, so during rollouts this is a no-op check).
-        was_training = self.model.training
-        if not was_training:
+        if not self.model.training:
             return self._step()
         self.model.eval()
         try:
             return self._step()
         finally:
-            self.model.train(was_training)
+            self.model.train()
 
     def _step(self) -> list[tuple[object, Sample]]:
         room = self.s.max_batch_sequences - len(self.rows)

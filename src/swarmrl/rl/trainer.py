@@ -154,10 +154,10 @@ class Trainer:
         #    capped groups would otherwise mix the cap's effect into team size, share, messages.
         generated = sum(t.generated_tokens for r in rollouts for t in r.turns)
         full = [r for r in rollouts if r.org.max_experts == max_experts_for(cfg)]
+        capped = [r for r in rollouts if r.org.max_experts != max_experts_for(cfg)]
         metrics = {"step": step, "time_limit": time_limit, **collective_metrics(
             full, ref_limit_s=cfg.time_limit.start, count_tokens=token_counter(self.policy.tokenizer))}
-        if len(full) < len(rollouts):
-            capped = [r for r in rollouts if r.org.max_experts != max_experts_for(cfg)]
+        if capped:
             metrics["capped/score_mean"] = float(np.mean([r.score for r in capped]))
             metrics["capped/cap_mean"] = float(np.mean([r.org.max_experts for r in capped]))
         metrics["reward_mean"] = float(np.mean(list(score_of.values()))) if score_of else 0.0
