@@ -64,6 +64,10 @@ class WorkflowConfig:
     """voting: multiplicity of the generator role."""
     workers: int = 3
     """orch_workers: multiplicity of the worker role."""
+    max_hires_per_rollout: int = 16
+    """Most hires the CEO may make in one rollout, re-hires after a fire included: `max_experts`
+    caps the experts active at once, this caps churn (fire and hire in a loop), which would
+    otherwise grow cost and logs without bound. Refused hires are errors the CEO sees."""
 
 
 @dataclass
@@ -120,6 +124,10 @@ class SamplerConfig:
     """Keep each agent's KV cache between its turns so that its next prompt runs only the new
     tokens (continuous batching only). Costs memory: every agent's context of the rollouts in
     flight stays cached."""
+    kv_cache_mb: float = 1024.0
+    """Cap, in MiB, on the saved per-agent KV caches kept between turns (`prefix_cache`). Over
+    the cap, finished agents' caches are dropped first, then the least recently used; a dropped
+    agent's next prompt is prefilled in full (same tokens, more compute). 0 = no cap."""
 
 
 @dataclass
@@ -233,6 +241,9 @@ class RunConfig:
     """Live progress display."""
     threads: int = 2
     """torch CPU threads."""
+    keep_checkpoints: int = 0
+    """Keep only the newest this many complete checkpoints (older ones are deleted after each
+    save). 0 = keep every checkpoint."""
 
 
 @dataclass
