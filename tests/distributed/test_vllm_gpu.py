@@ -45,3 +45,4 @@ def test_vllm_serves_every_role_adapter_with_exact_logprobs_and_takes_new_weight
     moved = engine.generate(prompts, 8, seed=0, adapters=roles, row_seeds=[1, 2, 3])
     assert moved[0].logprobs != out[0].logprobs and moved[1].ids == out[1].ids  # only the generator changed
     engine.close()
+    engine.close()  # idempotent: Trainer.close and the backend may both reach it

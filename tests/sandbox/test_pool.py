@@ -68,3 +68,11 @@ def test_sandbox_config_section_is_validated():
         config_from_dict({"sandbox": {"wal_time_s": 3}})
     with pytest.raises(ConfigError, match=r"sandbox.mode: 'docker' is not one of"):
         config_from_dict({"sandbox": {"mode": "docker"}})
+
+
+def test_close_is_idempotent_and_refuses_new_jobs():
+    p = SandboxPool(None, "unsafe_local", 1)
+    p.close()
+    p.close()
+    with pytest.raises(RuntimeError, match="shutdown"):
+        p.map([{"solution": "", "entry_point": "f", "tests": []}])

@@ -6,7 +6,10 @@ so a backend may build a step's rollouts ahead of time (asynchronous rollouts) o
 shard again (a worker died). Both backends split the problem groups into the same
 `distributed.rollout_workers` shards and run each shard as one `Runtime.run` call: sampling
 is seeded per turn (policy/actor.py `turn_seed`), and identical shards also mean identical
-batches, so `local` and `ray` give bit-identical rollouts on one machine.
+batches, so `local` and `ray` give the same rollouts (token ids, texts, simulated times, scores).
+Their floats agree within tolerance, not bit for bit: Ray workers sample with one torch thread,
+the local backend with the trainer's `run.threads`, and CPU kernels reduce in a thread-count
+dependent order (tests/conftest.py states the tolerances).
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ class RolloutBackend(Protocol):
         `distributed/*` metrics)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the backend started (workers, a cluster, a sampling engine); idempotent."""
+        ...
 
 
 def shard_groups(rollouts: list[Rollout], shards: int) -> list[list[Rollout]]:
@@ -76,7 +81,11 @@ class LocalBackend:
         return rollouts, idle_metrics(self.shards)
 
     def close(self) -> None:
-        pass
+        """The vLLM engine `attach` started (GPU memory, its engine process); idempotent."""
+        engine = getattr(self.policies, "engine", None)
+        if engine is not None:
+            self.policies.engine = None
+            engine.close()
 
 
 def idle_metrics(workers: int) -> dict:

@@ -29,6 +29,7 @@ from swarmrl.distributed.backend import DistributedError, RolloutFactory, idle_m
 from swarmrl.distributed.worker import RolloutWorker
 
 READY_TIMEOUT_S = 300.0  # a worker that cannot be scheduled or built by then is an error, not a hang
+WORKER_CLOSE_TIMEOUT_S = 5.0  # for idle workers to close their pools and engines before they are killed
 
 
 @dataclass
@@ -178,11 +179,27 @@ class RayBackend:
         return rollouts, restarts
 
     def close(self) -> None:
-        for w in getattr(self, "workers", []):
-            try:
-                self.ray.kill(w)
-            except Exception:  # already dead
-                pass
-        self.workers = []
-        if self.owns_cluster and self.ray.is_initialized():
-            self.ray.shutdown()
+        """Idempotent; also on error and Ctrl-C. Queued shards are cancelled, each idle worker closes
+        its task's sandbox pool and its engine, then every worker is killed (a busy one cannot
+        answer: a running actor task is not interruptible) and a cluster this backend started is
+        shut down, which ends its raylet and worker processes."""
+        workers, self.workers = getattr(self, "workers", []), []
+        try:
+            for jobs in getattr(self, "pending", {}).values():
+                for job in jobs:
+                    self.ray.cancel(job.future)
+            self.pending = {}
+            if workers:
+                closing = [w.close.remote() for w in workers]
+                self.ray.wait(closing, num_returns=len(closing), timeout=WORKER_CLOSE_TIMEOUT_S)
+        except Exception:  # a dead worker or a cluster already gone: nothing left to close gracefully
+            pass
+        finally:
+            for w in workers:
+                try:
+                    self.ray.kill(w)
+                except Exception:  # already dead
+                    pass
+            if self.owns_cluster and self.ray.is_initialized():
+                self.ray.shutdown()
+            self.owns_cluster = False

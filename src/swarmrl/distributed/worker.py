@@ -22,10 +22,12 @@ class RolloutWorker:
         from swarmrl.policy.actor import LLMActor
         from swarmrl.rl.trainer import make_policy_set, make_runtime
 
-        torch.set_num_threads(threads)  # one core per worker: workers share the machine with the learner
+        # One core per worker: workers share the machine with the learner. Their floats therefore differ
+        # in the last bits from a learner sampling with more threads (tolerances: tests/conftest.py).
+        torch.set_num_threads(threads)
         cfg = config_from_dict(cfg_dict)
         self.index = index
-        self.runtime, _ = make_runtime(cfg, policy.tokenizer)
+        self.runtime, self.task = make_runtime(cfg, policy.tokenizer)
         self.policies = make_policy_set(cfg, policy)
         if cfg.sampler.engine == "vllm":
             from swarmrl.policy.vllm_engine import VLLMSampler
@@ -52,3 +54,14 @@ class RolloutWorker:
         for r in rollouts:
             r.policy_version = self.version
         return rollouts, self.version, time.perf_counter() - t0
+
+    def close(self) -> None:
+        """Release the task's sandbox pool and the sampling engine before the actor is killed
+        (a kill skips both: the engine's own process and in-flight sandboxes would be orphaned)."""
+        from swarmrl.tasks import close_task
+        engine, self.policies.engine = self.policies.engine, None
+        try:
+            if engine is not None:
+                engine.close()
+        finally:
+            close_task(self.task)

@@ -18,6 +18,7 @@ marked `gpu`; benchmarks/gpu_check.sh runs it end to end).
 
 from __future__ import annotations
 
+import gc
 import shutil
 import tempfile
 from pathlib import Path
@@ -142,7 +143,23 @@ class VLLMSampler:
         return samples
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Stop the engine (its EngineCore process and GPU memory) and remove its weight files;
+        idempotent. Without it both live until the interpreter exits, and a later engine in the
+        same process competes with this one for GPU memory."""
+        llm, self.llm = getattr(self, "llm", None), None
+        try:
+            if llm is not None:
+                # LLM.shutdown() is newer than vLLM 0.11; there the engine client owns the process.
+                core = getattr(llm.llm_engine, "engine_core", None)
+                stop = getattr(llm, "shutdown", None) or getattr(core, "shutdown", None)
+                if stop is not None:
+                    stop()
+                del llm, core, stop
+                gc.collect()
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _load_weights_rpc(worker, weights) -> None:

@@ -187,8 +187,30 @@ class Trainer:
                              step_caps(cfg, step)), cfg.seed * 1_000_003 + step)
 
     def close(self) -> None:
-        """Release the backend's workers (and the Ray cluster it started)."""
-        self.backend.close()
+        """Release what the run holds, on success, error or Ctrl-C: the backend (Ray workers and a
+        cluster it started; the vLLM engine it attached), an engine set on the policies directly,
+        and the task's sandbox pool. Idempotent. Every part is closed even when one fails; the
+        first failure is raised after."""
+        first: Exception | None = None
+        for part in ("backend", "engine", "task"):
+            try:
+                if part == "engine":  # read after the backend's close, which may have closed it already
+                    obj, self.policies.engine = self.policies.engine, None
+                else:
+                    obj = getattr(self, part)
+                close = getattr(obj, "close", None)  # tasks without resources have no close()
+                if close is not None:
+                    close()
+            except Exception as e:  # the other parts still hold processes / memory: close them too
+                first = first or e
+        if first is not None:
+            raise first
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def multiplicity(self) -> dict[str, int]:
         wf = workflow_for(self.cfg)

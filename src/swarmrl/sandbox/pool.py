@@ -70,7 +70,9 @@ class SandboxPool:
                    " --ro-bind /usr /usr true`, or set `sandbox.mode: unsafe_local` for trusted code only"))
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
+        """Idempotent; `map` raises afterwards. Queued jobs are dropped, running ones finish
+        (each is bounded by wall_time_s, and bwrap's --die-with-parent takes its processes with it)."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 def limits_from_config(cfg) -> Limits:

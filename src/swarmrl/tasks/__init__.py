@@ -19,3 +19,11 @@ def make_task(cfg: TaskConfig, sandbox: SandboxConfig | None = None):
 
         return CodeTask(cfg, make_pool(sandbox or SandboxConfig()))
     raise ValueError(f"unknown task '{cfg.name}'")
+
+
+def close_task(task) -> None:
+    """Release what a task holds. `close()` is optional in the task protocol: only tasks that own
+    something (the code task: its sandbox pool and the processes in flight) define it."""
+    close = getattr(task, "close", None)
+    if close is not None:
+        close()

@@ -110,6 +110,10 @@ class CodeTask:
         results = self.pool.map([job_for(p.record, a) for p, a in pairs])
         return [to_grade(r, self.cfg.code_scoring) for r in results]
 
+    def close(self) -> None:
+        """The task owns its pool (make_task built it): the trainer's close() ends here."""
+        self.pool.close()
+
 
 def demo_submission(problem: CodeProblem) -> str | None:
     """A scripted reference reply (warm starts), where the dataset has a known solution."""

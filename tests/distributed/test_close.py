@@ -1,0 +1,135 @@
+"""One owner releases a run's resources: `Trainer.close` ends the backend (Ray workers, a cluster
+it started, a sampling engine) and the task's sandbox pool, idempotently; Ctrl-C during a Ray
+run leaves no Ray process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from swarmrl.policy.model import build_tiny_policy, save_policy
+from swarmrl.rl.trainer import Trainer
+
+from dist_helpers import REPO, TINY, tiny_cfg
+
+
+class FakeEngine:
+    def __init__(self):
+        self.closed = 0
+
+    def close(self):
+        self.closed += 1
+
+
+def code_trainer() -> Trainer:
+    cfg = tiny_cfg("task.name=code", "sandbox.mode=unsafe_local", "sandbox.workers=1")
+    with pytest.warns(RuntimeWarning, match="WITHOUT isolation"):
+        return Trainer(cfg, build_tiny_policy(cfg.model))
+
+
+def test_close_releases_the_sandbox_pool_and_the_engine_once():
+    tr = code_trainer()
+    engine = tr.policies.engine = FakeEngine()  # an engine the backend did not start is still the trainer's
+    with tr:
+        pass
+    tr.close()  # idempotent
+    assert engine.closed == 1 and tr.policies.engine is None
+    with pytest.raises(RuntimeError, match="shutdown"):
+        tr.task.pool.map([{"solution": "def f():\n    return 1\n", "entry_point": "f", "tests": []}])
+
+
+def test_a_failing_part_does_not_keep_the_others_open():
+    tr = code_trainer()
+    engine = tr.policies.engine = FakeEngine()
+
+    def broken():
+        raise OSError("backend gone")
+    tr.backend.close = broken
+    with pytest.raises(OSError, match="backend gone"):
+        tr.close()
+    assert engine.closed == 1
+    with pytest.raises(RuntimeError, match="shutdown"):
+        tr.task.pool.map([{"solution": "", "entry_point": "f", "tests": []}])
+
+
+def test_a_rollout_worker_closes_its_task_pool_and_engine():
+    """What RayBackend.close asks of each idle worker before killing it."""
+    from swarmrl.distributed.worker import RolloutWorker
+    cfg = tiny_cfg("task.name=code", "sandbox.mode=unsafe_local", "sandbox.workers=1")
+    with pytest.warns(RuntimeWarning, match="WITHOUT isolation"):
+        w = RolloutWorker(cfg.to_dict(), build_tiny_policy(cfg.model), 0)
+    engine = w.policies.engine = FakeEngine()
+    w.close()
+    w.close()
+    assert engine.closed == 1
+    with pytest.raises(RuntimeError, match="shutdown"):
+        w.task.pool.map([{"solution": "", "entry_point": "f", "tests": []}])
+
+
+def _marked(mark: str) -> dict[int, str]:
+    """pid -> command line of every live process whose environment carries `mark` (Ray's
+    raylet, GCS and workers inherit the driver's environment)."""
+    found = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if mark.encode() in (d / "environ").read_bytes():
+                found[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone, or not ours
+            continue
+    return found
+
+
+def _wait(cond, timeout_s: float, what: str):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds Ray's processes through /proc")
+def test_ctrl_c_during_a_ray_run_leaves_no_ray_process(tmp_path):
+    pytest.importorskip("ray")
+    init, out, mark = tmp_path / "init", tmp_path / "run", f"swarmrl-close-{uuid.uuid4().hex}"
+    save_policy(build_tiny_policy(tiny_cfg().model), init)
+    env = {**os.environ, "SWARMRL_TEST_MARK": mark, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swarmrl.cli", "train", str(TINY), "--out", str(out), "--init", str(init),
+         "distributed.backend=ray", "distributed.rollout_workers=2", "rl.steps=1000", "eval.val_interval=0",
+         "run.progress=false", "run.checkpoint_every=0"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # Mid-run: the first step is logged and both rollout workers are up.
+        _wait(lambda: proc.poll() is not None or ((out / "metrics.jsonl").exists()
+                                                  and (out / "metrics.jsonl").read_text().strip()),
+              300, "the first step")
+        assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-3000:]
+        workers = [c for c in _marked(mark).values() if c.startswith("ray::RolloutWorker")]
+        assert len(workers) == 2, _marked(mark)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        assert proc.returncode != 0  # interrupted, not finished
+        end = time.monotonic() + 60  # the raylet reaps its workers after the driver has gone
+        while (left := _marked(mark)) and time.monotonic() < end:
+            time.sleep(0.5)
+        assert not left, f"left behind after Ctrl-C: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in _marked(mark):  # whatever a failed run left: later tests must not share the machine with it
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
