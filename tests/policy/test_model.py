@@ -4,8 +4,10 @@ import pytest
 import torch
 
 from swarmrl.config import ModelConfig
-from swarmrl.policy.model import build_tiny_policy, load_policy, make_policy, save_policy
+from swarmrl.policy.model import (ModelLoadError, build_tiny_policy, load_policy, load_run_policy, make_policy,
+                                  save_policy, save_run_policy, verify_run_policy)
 from swarmrl.policy.tokenizer import END, build_tokenizer
+from swarmrl.runs.checkpoint import CheckpointError
 
 TINY = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
 
@@ -40,3 +42,27 @@ def test_saved_model_loads_by_path_through_the_hub_code_path(tmp_path):
 def test_unknown_model_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="cannot load model"):
         load_policy(tmp_path / "nope")
+
+
+@pytest.mark.parametrize("name, garbage", [("config.json", b"{not json"),
+                                           ("model.safetensors", b"\xff" * 16 + b"no header")])
+def test_corrupt_model_dir_is_a_clear_error_naming_it(tmp_path, name, garbage):
+    d = tmp_path / "m"
+    save_policy(build_tiny_policy(TINY), d)
+    (d / name).write_bytes(garbage)
+    with pytest.raises(ModelLoadError, match=f"cannot load model directory {d}: corrupt or incomplete"):
+        load_policy(d)
+
+
+def test_run_policy_manifest_catches_a_flipped_byte(tmp_path):
+    d = save_run_policy(build_tiny_policy(TINY), tmp_path / "final", step=3)
+    assert verify_run_policy(d)["step"] == 3
+    target = d / "model.safetensors"
+    data = bytearray(target.read_bytes())
+    data[-1] ^= 0x01
+    target.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=f"corrupt model file {target}: sha256 mismatch"):
+        load_run_policy(d)
+    (d / "swarmrl_manifest.json").unlink()
+    with pytest.raises(CheckpointError, match="swarmrl_manifest.json missing"):
+        load_run_policy(d)

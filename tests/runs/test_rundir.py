@@ -154,3 +154,32 @@ def test_progress_live_mode_renders(tmp_path):
                                  (0.123456, "0.1235"), ("x", "x"), (np.float32(1.5), "1.5")])
 def test_format_value(v, s):
     assert format_value(v) == s
+
+
+def test_create_clears_only_swarmrls_leftovers_of_an_aborted_start(tmp_path):
+    # No config.yaml: not a run, so a fresh start may reuse the directory.
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n')
+    for d, names in (("samples", ["step_0000.jsonl", "mine.txt"]), ("checkpoints", ["step_3"]),
+                     ("plots", ["score.png", "notes.md"])):
+        (tmp_path / d).mkdir()
+        for n in names:
+            (tmp_path / d / n).write_text("x")
+    (tmp_path / ".config.yaml.tmp_1").write_text("x")  # pid 1 is alive: someone else's
+    rd = RunDir.create(tmp_path, {"a": 1}, before_config=lambda r: (r.path / "seen").write_text(
+        str(r.config_path.exists())))
+    assert (tmp_path / "seen").read_text() == "False"  # config.yaml comes after before_config
+    assert rd.read_metrics() == []
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [
+        ".config.yaml.tmp_1", "config.yaml", "mine.txt", "notes.md", "seen"]
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_a_failed_before_config_leaves_no_config(tmp_path):
+    def fail(rd):
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        RunDir.create(tmp_path / "run", {"a": 1}, before_config=fail)
+    assert not (tmp_path / "run" / "config.yaml").exists()
+    with pytest.raises(FileNotFoundError, match="train --out"):
+        RunDir.open_for_resume(tmp_path / "run")

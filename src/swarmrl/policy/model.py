@@ -15,6 +15,8 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel,
 
 from swarmrl.config import ModelConfig
 from swarmrl.policy.tokenizer import END, build_tokenizer
+from swarmrl.runs.manifest import (POLICY_MANIFEST, CheckpointError, read_json, verify_files,
+                                   write_dir_atomically, write_with_manifest)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -58,15 +60,27 @@ def build_tiny_policy(cfg: ModelConfig, seed: int = 0) -> Policy:
     return _wrap(model, tokenizer)
 
 
+class ModelLoadError(ValueError):
+    """A local model directory exists but cannot be loaded (corrupt or incomplete files)."""
+
+
 def load_policy(name_or_path: str | Path, dtype: str = "float32") -> Policy:
     """Load a saved swarmrl policy, a local HF model directory, or a hub id (if reachable)."""
+    local = Path(name_or_path).is_dir()
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
         model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=DTYPES[dtype])
-    except OSError as e:
-        raise FileNotFoundError(
-            f"cannot load model '{name_or_path}': not a local model directory and the hub is "
-            f"not reachable from here ({e.__class__.__name__})") from e
+    except Exception as e:
+        # Libraries report a damaged file as OSError, ValueError, JSON or safetensors errors;
+        # one type that names the directory lets callers (and the CLI) report it plainly.
+        if local:
+            raise ModelLoadError(f"cannot load model directory {name_or_path}: corrupt or incomplete "
+                                 f"({e.__class__.__name__}: {e})") from e
+        if isinstance(e, OSError):
+            raise FileNotFoundError(
+                f"cannot load model '{name_or_path}': not a local model directory and the hub is "
+                f"not reachable from here ({e.__class__.__name__})") from e
+        raise
     return _wrap(model, tokenizer)
 
 
@@ -76,6 +90,35 @@ def save_policy(policy: Policy, path: str | Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     policy.model.save_pretrained(path, safe_serialization=True)
     policy.tokenizer.save_pretrained(path)
+
+
+def stage_run_policy(policy: Policy, path: Path, step: int | None = None) -> None:
+    """Write the policy with its manifest into the new, private directory `path`."""
+    Path(path).mkdir(parents=True)
+    write_with_manifest(Path(path), lambda d: save_policy(policy, d), POLICY_MANIFEST, {"step": step})
+
+
+def save_run_policy(policy: Policy, path: Path, step: int | None = None) -> Path:
+    """save_policy for a run's model/ and final/: atomic (temp dir + rename), with a sha256
+    manifest that `load_run_policy` verifies, and the training step it holds."""
+    return write_dir_atomically(Path(path), lambda d: save_policy(policy, d), POLICY_MANIFEST,
+                                {"step": step})
+
+
+def verify_run_policy(path: Path) -> dict:
+    """Check a run policy directory against its manifest; return the manifest."""
+    mpath = Path(path) / POLICY_MANIFEST
+    if not mpath.is_file():
+        what = "directory not found" if not Path(path).is_dir() else f"{POLICY_MANIFEST} missing"
+        raise CheckpointError(f"unverifiable model directory {path}: {what}")
+    manifest = read_json(mpath, "model")
+    verify_files(Path(path), manifest, mpath, "model")
+    return manifest
+
+
+def load_run_policy(path: Path, dtype: str = "float32") -> Policy:
+    verify_run_policy(path)
+    return load_policy(path, dtype)
 
 
 def make_policy(cfg: ModelConfig, seed: int = 0) -> Policy:

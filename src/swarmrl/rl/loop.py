@@ -6,25 +6,38 @@ Resume is exact (invariant 7): every source of randomness of step s is derived f
 (seed, s) — the problems, the sampler seeds, the minibatch order — and the checkpoint
 holds weights, optimizer state and RNG states, so "N steps" and "N/2, stop, resume, N/2"
 produce the same metrics and weights on the same machine.
+
+Crash safety: a run killed at any moment resumes with `train --resume`. The run dir is
+created only after everything that can fail on bad input (the initial policy, the task and
+its data, the backend) has been built; config.yaml is written after model/, so a run with a
+config always has what step 0 needs; a corrupt newest checkpoint falls back to an older one;
+final/ is written last and marks the run finished.
 """
 
 from __future__ import annotations
 
+import copy
+import os
+import shutil
 from pathlib import Path
 
 import torch
 
 from swarmrl.config import Config, ConfigError, apply_overrides, config_from_dict
-from swarmrl.policy.model import Policy, load_policy, save_policy
+from swarmrl.policy.model import (Policy, load_policy, load_run_policy, save_run_policy,
+                                   stage_run_policy, verify_run_policy)
 from swarmrl.report.plots import plot_run
 from swarmrl.policy.sharing import PolicySet
 from swarmrl.rl.trainer import Trainer, make_policy_set
-from swarmrl.runs.checkpoint import (CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
+from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
+                                     load_checkpoint, newest_valid_checkpoint, prune_checkpoints,
                                      restore_rng, save_checkpoint)
+from swarmrl.runs.manifest import POLICY_MANIFEST, move_into_place, remove_stale_temps
 from swarmrl.runs.progress import TrainProgress
 from swarmrl.runs.rundir import RunDir
 
 MODEL_DIR = "model"  # architecture + tokenizer + initial weights: makes a run dir self-contained
+FINAL_DIR = "final"
 
 
 def _sample_rows(rollouts, k: int) -> list[dict]:
@@ -42,8 +55,9 @@ def save_trainer_checkpoint(run: RunDir, trainer: Trainer) -> Path:
                "detectors": trainer.detectors.state_dict()})
 
 
-def restore_trainer(trainer: Trainer, ckpt_path: Path) -> None:
-    ckpt = load_checkpoint(ckpt_path)
+def restore_trainer(trainer: Trainer, ckpt: Path | Checkpoint) -> None:
+    ckpt = ckpt if isinstance(ckpt, Checkpoint) else load_checkpoint(ckpt)
+    ckpt_path = ckpt.path
     try:
         trainer.policies.load_state_tensors(ckpt.tensors, str(ckpt_path))
     except KeyError as e:
@@ -58,15 +72,16 @@ def restore_trainer(trainer: Trainer, ckpt_path: Path) -> None:
 
 
 # Keys a resume may change: where rollouts run, not what is trained (checkpoints hold every
-# slot's weights whatever the backend, so a run moves between local and Ray freely).
-RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads")
+# slot's weights whatever the backend, so a run moves between local and Ray freely), and
+# rl.steps, which only moves the end: step s does not depend on it.
+RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads", "rl.steps")
 
 
 def resume_config(run_cfg: dict, overrides: list[str] | None) -> Config:
     bad = [o for o in overrides or [] if not o.split("=", 1)[0].startswith(RESUME_OVERRIDABLE)]
     if bad:
         raise ConfigError(f"--resume can only change {', '.join(RESUME_OVERRIDABLE)} (got {', '.join(bad)})")
-    return config_from_dict(apply_overrides(run_cfg, list(overrides or [])))
+    return config_from_dict(apply_overrides(copy.deepcopy(run_cfg), list(overrides or [])))
 
 
 def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool = False,
@@ -74,42 +89,100 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     """Train from `init_policy` (a warm start or HF model dir) into run dir `out`.
 
     With resume=True, `out` must be an existing run: its resolved config is used (with
-    `resume_overrides`, e.g. `distributed.backend=local`) and training continues after its
-    latest complete checkpoint.
+    `resume_overrides`, e.g. `distributed.backend=local` or a larger `rl.steps`) and training
+    continues after its newest valid checkpoint (from step 0 if there is none yet).
     """
-    torch.set_num_threads(cfg.run.threads)
     if resume:
-        run = RunDir.open_for_resume(out)
-        cfg = resume_config(run.read_config(), resume_overrides)
-        ckpt = latest_checkpoint(run.path)
-        if ckpt is None:
-            raise CheckpointError(f"{run.path / 'checkpoints'}: no complete checkpoint to resume from")
-        policy = load_policy(run.path / MODEL_DIR, cfg.model.dtype)
-        trainer = Trainer(cfg, policy)
-        try:
-            restore_trainer(trainer, ckpt)
-        except BaseException:
-            trainer.close()
-            raise
-        run.truncate_metrics(trainer.step_idx)
-        log(f"resuming {run.path} at step {trainer.step_idx} from {ckpt}")
+        run, trainer = _open_resumed(Path(out), log, resume_overrides)
     else:
-        if init_policy is None:
-            raise ValueError("train needs an initial policy (warm start dir or model path)")
-        run = RunDir.create(out, cfg.to_dict(), overwrite=overwrite)
-        policy = load_policy(init_policy, cfg.model.dtype)
-        save_policy(policy, run.path / MODEL_DIR)
-        trainer = Trainer(cfg, policy)
+        run, trainer = _open_new(cfg, Path(out), init_policy, overwrite)
     try:
-        _train_steps(cfg, run, trainer)
+        _train_steps(trainer.cfg, run, trainer)
     finally:
         trainer.close()  # Ray workers (and a cluster the backend started) go away with the run
-    if trainer.policies.sharing == "shared":
-        save_policy(trainer.policy, run.path / "final")
+    plot_run(run.path)
+    if trainer.policies.sharing == "shared":  # last: a complete final/ marks a finished run
+        save_run_policy(trainer.policy, run.final_dir, step=trainer.step_idx)
     else:  # per-role weights: the final checkpoint holds every adapter / model copy
         log(f"final per-role weights ({trainer.policies.sharing}): {latest_checkpoint(run.path)}")
-    plot_run(run.path)
     return run
+
+
+def _open_new(cfg: Config, out: Path, init_policy: Path | None, overwrite: bool) -> tuple[RunDir, Trainer]:
+    if init_policy is None:
+        raise ValueError("train needs an initial policy (warm start dir or model path)")
+    torch.set_num_threads(cfg.run.threads)
+    policy = load_policy(init_policy, cfg.model.dtype)
+    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out.parent, prefix=f".{out.name}.{MODEL_DIR}.tmp_")
+    # Staged beside the run dir, before the Trainer: isolated sharing wraps policy.model in
+    # adapters, and the run dir itself must not exist until the Trainer has been built.
+    staged = out.parent / f".{out.name}.{MODEL_DIR}.tmp_{os.getpid()}"
+    trainer = None
+    try:
+        stage_run_policy(policy, staged)
+        trainer = Trainer(cfg, policy)
+        run = RunDir.create(out, cfg.to_dict(), overwrite=overwrite,
+                            before_config=lambda rd: move_into_place(staged, rd.model_dir))
+    except BaseException:
+        if trainer is not None:
+            trainer.close()
+        shutil.rmtree(staged, ignore_errors=True)
+        for p in made:  # innermost first; only if still empty
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+    return run, trainer
+
+
+def _open_resumed(out: Path, log, overrides: list[str] | None) -> tuple[RunDir, Trainer]:
+    run = RunDir.open_for_resume(out)
+    run_cfg = run.read_config()
+    cfg = resume_config(run_cfg, overrides)
+    torch.set_num_threads(cfg.run.threads)  # the run's own, not the caller's default
+    trainer = Trainer(cfg, load_run_policy(run.model_dir, cfg.model.dtype))
+    try:
+        ckpt = newest_valid_checkpoint(run.path, log=log)
+        if ckpt is not None:
+            restore_trainer(trainer, ckpt)
+        _check_not_finished(run, cfg, trainer)
+        if run_cfg.get("rl", {}).get("steps") != cfg.rl.steps:  # later resumes keep the new end
+            run.write_config({**run_cfg, "rl": {**run_cfg.get("rl", {}), "steps": cfg.rl.steps}})
+        run.truncate_metrics(trainer.step_idx)
+    except BaseException:
+        trainer.close()
+        raise
+    log(f"resuming {run.path} at step {trainer.step_idx} from "
+        f"{ckpt.path if ckpt is not None else 'its initial model (no checkpoint yet)'}")
+    return run, trainer
+
+
+def _check_not_finished(run: RunDir, cfg: Config, trainer: Trainer) -> None:
+    step, end = trainer.step_idx, cfg.rl.steps
+    if step > end:
+        raise ConfigError(f"rl.steps={end} is below step {step}, which {run.path} has already reached; "
+                          "a resume can only keep or raise rl.steps")
+    if trainer.policies.sharing == "shared":
+        finished = _final_step(run) == end
+    else:  # no final/: the last checkpoint holds the result
+        finished = step == end
+    if finished:
+        raise ConfigError(f"{run.path} is already finished (rl.steps={end}); to train it further, "
+                          f"raise rl.steps: swarmrl train --resume {run.path} rl.steps={2 * end}")
+
+
+def _final_step(run: RunDir) -> int | None:
+    """The step final/ holds, or None if it is absent or fails verification (then a resume
+    writes it again)."""
+    if not run.final_dir.exists():
+        return None
+    try:
+        return verify_run_policy(run.final_dir).get("step")
+    except CheckpointError:
+        return None
 
 
 def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
@@ -123,22 +196,27 @@ def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
             last = trainer.step_idx == cfg.rl.steps
             if last or (cfg.run.checkpoint_every and trainer.step_idx % cfg.run.checkpoint_every == 0):
                 save_trainer_checkpoint(run, trainer)
+                if cfg.run.keep_checkpoints:
+                    prune_checkpoints(run.path, cfg.run.keep_checkpoints)
 
 
 def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | PolicySet, dict | None]:
     """A run dir (its latest checkpoint), a checkpoint dir, or a HF model dir -> policy (+ run config).
 
     Runs with per-role policies come back as a PolicySet with every role's weights loaded.
+    Whatever comes from a run (model/, final/, a checkpoint) is verified against its manifest.
     """
     path = Path(path)
     if (path / "config.yaml").exists() and (path / MODEL_DIR).exists():  # a run directory
         run_dir, ckpt = path, latest_checkpoint(path)
     elif (path / "manifest.json").exists():  # a checkpoint dir inside a run
         run_dir, ckpt = path.parent.parent, path
+    elif (path / POLICY_MANIFEST).exists() or (path.parent / "config.yaml").exists():  # final/, model/
+        return load_run_policy(path, dtype), None
     else:
         return load_policy(path, dtype), None
     run_cfg = RunDir(run_dir).read_config()
-    policy = load_policy(run_dir / MODEL_DIR, dtype)
+    policy = load_run_policy(run_dir / MODEL_DIR, dtype)
     policies = make_policy_set(config_from_dict(run_cfg), policy)
     if ckpt is not None:
         try:

@@ -17,8 +17,6 @@ trusts a checkpoint only if its manifest exists and every hash matches.
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
 import os
 import random
 import re
@@ -31,16 +29,15 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-FORMAT_VERSION = 1
+from swarmrl.runs.manifest import (FORMAT_VERSION, CheckpointError, file_entries, fsync_dir,
+                                   fsync_file, pid_alive, read_json, sha256, temp_owner,
+                                   verify_files, write_json)
+
 MANIFEST = "manifest.json"
 STATE = "state.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 # Group names become file names; keep them boring so no group can escape the directory.
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-
-
-class CheckpointError(Exception):
-    """A checkpoint is missing, partial or corrupt. The message names the offending file."""
 
 
 @dataclass
@@ -67,34 +64,7 @@ def _check_group(name: str) -> None:
         )
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    # Directory fsync makes the rename itself durable; not every platform allows it.
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+_fsync_file, _fsync_dir, _sha256, _write_json, _read_json = fsync_file, fsync_dir, sha256, write_json, read_json
 
 
 def _snapshot_tensors(group: str, sd: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -113,14 +83,6 @@ def _snapshot_tensors(group: str, sd: dict[str, Any]) -> dict[str, torch.Tensor]
             )
         out[k] = v.detach().to("cpu", copy=True).contiguous()
     return out
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    # allow_nan=False: state.json must be strict JSON so any tool can read it.
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1, allow_nan=False)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def save_checkpoint(
@@ -172,10 +134,7 @@ def save_checkpoint(
             "step": step,
             "tensor_groups": list(tensors),
             "optimizer_groups": list(optimizers),
-            "files": [
-                {"name": n, "size": (tmp / n).stat().st_size, "sha256": _sha256(tmp / n)}
-                for n in files
-            ],
+            "files": file_entries(tmp, files),
         }
         _write_json(tmp / MANIFEST, manifest)  # last: its presence means "complete"
         _fsync_dir(tmp)
@@ -204,37 +163,12 @@ def save_checkpoint(
 # --------------------------------------------------------------------------- reading
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"corrupt checkpoint file {path}: {e}") from e
-
-
 def _verify_manifest(path: Path) -> dict:
     mpath = path / MANIFEST
     if not mpath.is_file():
         raise CheckpointError(f"partial checkpoint: {mpath} missing")
     manifest = _read_json(mpath)
-    if not isinstance(manifest, dict) or "files" not in manifest:
-        raise CheckpointError(f"corrupt checkpoint file {mpath}: no 'files' entry")
-    version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
-        raise CheckpointError(
-            f"unsupported checkpoint format {version!r} in {mpath} (expected {FORMAT_VERSION})"
-        )
-    for entry in manifest["files"]:
-        fpath = path / entry["name"]
-        if not fpath.is_file():
-            raise CheckpointError(f"corrupt checkpoint: file {fpath} listed in manifest is missing")
-        size = fpath.stat().st_size
-        if size != entry["size"]:
-            raise CheckpointError(
-                f"corrupt checkpoint file {fpath}: size {size} != {entry['size']} in manifest"
-            )
-        if _sha256(fpath) != entry["sha256"]:
-            raise CheckpointError(f"corrupt checkpoint file {fpath}: sha256 mismatch")
+    verify_files(path, manifest, mpath)
     return manifest
 
 
@@ -292,16 +226,6 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def prune_checkpoints(run_dir: Path, keep_last: int | None) -> list[Path]:
     """Delete all but the newest `keep_last` complete checkpoints; return what was removed.
 
@@ -326,12 +250,25 @@ def prune_checkpoints(run_dir: Path, keep_last: int | None) -> list[Path]:
         shutil.rmtree(p, ignore_errors=True)
         removed.append(p)
     root = _checkpoints_dir(run_dir)
-    for p in root.glob(".*_step_*_*") if root.is_dir() else []:
-        pid = p.name.rsplit("_", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+    for p in root.iterdir() if root.is_dir() else []:
+        pid = temp_owner(p.name)
+        if pid is not None and pid != os.getpid() and not pid_alive(pid):
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
     return removed
+
+
+def newest_valid_checkpoint(run_dir: Path, log=print) -> Checkpoint | None:
+    """Load the newest checkpoint that verifies; a corrupt newer one is skipped with a warning
+    through `log` (it costs re-running its steps, which a resume reproduces exactly)."""
+    for _, p in reversed(_step_dirs(run_dir)):
+        if not (p / MANIFEST).is_file():
+            continue  # never complete: not a candidate (save renames only finished dirs)
+        try:
+            return load_checkpoint(p)
+        except CheckpointError as e:
+            log(f"warning: skipping checkpoint {p.name}: {e}")
+    return None
 
 
 # --------------------------------------------------------------------------- RNG

@@ -1,11 +1,17 @@
 """A run directory: config, metrics, samples, checkpoints and plots (DESIGN.md section 5).
 
     run_dir/
-        config.yaml        the resolved config, written once at create
+        config.yaml        the resolved config; written last at create (see below)
+        model/             the initial policy (architecture, tokenizer, weights) + manifest
         metrics.jsonl      one JSON object per step (strict JSON: NaN/inf become null)
         samples/           step_000N.jsonl, one trajectory per line
         checkpoints/       see runs/checkpoint.py
         plots/             see report/plots.py
+        final/             the trained policy + manifest; written last, so it marks a finished run
+
+`config.yaml` is the "this is a run" mark: it is written only after model/ is complete, so
+whenever it exists the run can be resumed (from step 0 if no checkpoint exists yet). A
+directory without it holds at most leftovers of an aborted start, which `create` clears.
 
 Metrics are appended with flush + fsync per row, so a crash loses at most the row being
 written; readers skip an unterminated last line instead of failing on it. On resume the
@@ -19,14 +25,22 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
+from swarmrl.runs.manifest import POLICY_MANIFEST, remove_stale_temps, temp_owner
+
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
+MODEL = "model"
+FINAL = "final"
+_SAMPLE = re.compile(r"^step_\d+\.jsonl$")
+_STEP_DIR = re.compile(r"^step_\d+$")
+_PLOT = re.compile(r"^[^.].*\.png$")
 
 
 def to_jsonable(value: Any) -> Any:
@@ -101,35 +115,66 @@ class RunDir:
     # ---------------------------------------------------------------- construction
 
     @classmethod
-    def create(cls, path: Path, config: dict, overwrite: bool = False) -> "RunDir":
-        """Start a fresh run at `path`, writing `config.yaml`.
+    def create(cls, path: Path, config: dict, overwrite: bool = False,
+               before_config: Callable[["RunDir"], None] | None = None) -> "RunDir":
+        """Start a fresh run at `path`: clear leftovers, `before_config(rd)` (writes model/),
+        then write `config.yaml` last.
 
-        Refuses a directory that already holds a run (has metrics.jsonl) unless
-        `overwrite`; then only the run's own artifacts are removed, never unrelated files
-        (a mistyped `--out ~` must not wipe a home directory).
+        Refuses a directory that already holds a run (has config.yaml) unless `overwrite`.
+        Only swarmrl's own artifacts are ever removed, never unrelated files (a mistyped
+        `--out ~` must not wipe a home directory).
         """
         rd = cls(path)
-        if rd.metrics_path.exists() and not overwrite:
-            raise FileExistsError(
-                f"{rd.path} already contains a run ({METRICS}); use --resume {rd.path} to "
-                "continue it, or pass overwrite to start over"
-            )
-        if overwrite:
-            for f in (rd.metrics_path, rd.config_path):
-                f.unlink(missing_ok=True)
-            for d in (rd.samples_dir, rd.checkpoints_dir, rd.plots_dir):
-                if d.is_dir():
-                    shutil.rmtree(d)
+        if rd.config_path.exists():
+            if not overwrite:
+                raise FileExistsError(
+                    f"{rd.path} already contains a run ({CONFIG}); use --resume {rd.path} to "
+                    "continue it, or pass overwrite to start over")
+            # First, so an overwrite cut short leaves leftovers, not a run claiming to be whole.
+            rd.config_path.unlink()
+            rd._remove_artifacts(own_run=True)
+        else:
+            rd._remove_artifacts(own_run=False)
         rd.path.mkdir(parents=True, exist_ok=True)
-        text = yaml.safe_dump(to_jsonable(config), sort_keys=False, allow_unicode=True)
-        _atomic_write_text(rd.config_path, text)
+        if before_config is not None:
+            before_config(rd)
+        rd.write_config(config)
         return rd
+
+    def _remove_artifacts(self, own_run: bool) -> None:
+        """Remove what a run writes. model/ and final/ of a directory that is not known to be
+        a run (`own_run` False) go only if they carry swarmrl's manifest."""
+        if not self.path.is_dir():
+            return
+        remove_stale_temps(self.path)
+        self.metrics_path.unlink(missing_ok=True)
+        for d in (self.model_dir, self.final_dir):
+            if not d.exists():
+                continue
+            if not own_run and not (d / POLICY_MANIFEST).is_file():
+                raise FileExistsError(f"{d} exists and was not written by swarmrl; move it away or "
+                                      "choose another run directory")
+            shutil.rmtree(d)
+        for d, pattern in ((self.samples_dir, _SAMPLE), (self.checkpoints_dir, _STEP_DIR),
+                           (self.plots_dir, _PLOT)):
+            if not d.is_dir():
+                continue
+            for p in d.iterdir():
+                if pattern.match(p.name) or temp_owner(p.name) is not None:
+                    shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            if not any(d.iterdir()):
+                d.rmdir()
 
     @classmethod
     def open_for_resume(cls, path: Path) -> "RunDir":
+        """An existing run; temp files of killed writers in it are removed."""
         rd = cls(path)
         if not rd.config_path.is_file():
-            raise FileNotFoundError(f"cannot resume {rd.path}: {rd.config_path} not found")
+            raise FileNotFoundError(
+                f"cannot resume {rd.path}: {rd.config_path} not found (a run stopped before "
+                f"writing it has nothing to resume; start it again with train --out {rd.path})")
+        for d in (rd.path, rd.checkpoints_dir, rd.samples_dir):
+            remove_stale_temps(d)
         return rd
 
     # ---------------------------------------------------------------- paths
@@ -158,12 +203,24 @@ class RunDir:
     def plots_dir(self) -> Path:
         return self._path / "plots"
 
+    @property
+    def model_dir(self) -> Path:
+        return self._path / MODEL
+
+    @property
+    def final_dir(self) -> Path:
+        return self._path / FINAL
+
     # ---------------------------------------------------------------- I/O
 
     def read_config(self) -> dict:
         with open(self.config_path, encoding="utf-8") as f:
             cfg = yaml.safe_load(f)
         return cfg if cfg is not None else {}
+
+    def write_config(self, config: dict) -> None:
+        text = yaml.safe_dump(to_jsonable(config), sort_keys=False, allow_unicode=True)
+        _atomic_write_text(self.config_path, text)
 
     def append_metrics(self, row: dict) -> None:
         line = _dumps(row) + "\n"
