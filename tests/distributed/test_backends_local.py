@@ -131,3 +131,27 @@ def test_vllm_without_a_gpu_is_a_clear_error():
     cfg = tiny_cfg("sampler.engine=vllm")
     with pytest.raises(ConfigError, match="needs a CUDA GPU"):
         Trainer(cfg, build_tiny_policy(cfg.model))
+
+
+def test_run_match_takes_cross_thread_noise_and_rejects_real_differences(run_match):
+    """The tolerances of tests/conftest.py: the noise measured between 1 and 2 threads passes, a
+    change a real bug makes (a 1e-4 relative metric shift, one token, a moved weight) fails."""
+    m = {"step": 1, "loss": -1.05e-08, "grad_norm": 0.3191620060, "alerts": ["a"]}
+    run_match.metrics(m, {**m, "loss": -1.37e-08, "grad_norm": 0.3191620074})  # measured: local vs ray
+    for bad in ({"grad_norm": 0.3191620060 * (1 + 1e-4)}, {"loss": 1e-5}, {"step": 2}, {"alerts": []}):
+        with pytest.raises(AssertionError):
+            run_match.metrics(m, {**m, **bad})
+    w = {"w": torch.linspace(-0.05, 0.05, 101)}
+    run_match.weights(w, {"w": w["w"] + 7.5e-9})
+    with pytest.raises(AssertionError):
+        run_match.weights(w, {"w": w["w"] + 1e-5})  # far below one Adam step (~1e-3)
+    cfg = tiny_cfg()
+    with Trainer(cfg, build_tiny_policy(cfg.model)) as tr:
+        rollouts, _ = tr.backend.run(0, tr.step_rollouts)
+    other = pickle.loads(pickle.dumps(rollouts))
+    agent = next(iter(other[0].agents.values()))
+    agent.logprobs = [x + 9.5e-7 for x in agent.logprobs]
+    run_match.rollouts(rollouts, other)
+    agent.ids = agent.ids[:-1] + [agent.ids[-1] + 1]
+    with pytest.raises(AssertionError):
+        run_match.rollouts(rollouts, other)
