@@ -8,34 +8,51 @@ import pytest
 import torch
 
 from swarmrl.diagnostics.roles import finalize_role_stats, grad_norm, merge_sums, role_token_sums
+from swarmrl.rl.losses import ppo_clip_loss
 
 # Two rows: row 0 = "gen", row 1 = "agg". Ratios chosen by hand, clip_eps 0.2.
-#   row 0: logp (-1, -2, -3) old (-1, -2.5, -3) -> ratio (1, e^0.5=1.6487, 1); mask (1, 1, 0)
-#   row 1: logp (-0.5, -0.1, -4) old (-0.5, -0.1, -4) -> ratio 1; mask (1, 1, 1)
+#   row 0: logp (-1, -2, -3) old (-1, -2.5, -3) -> ratio (1, e^0.5=1.6487, 1); mask (1, 1, 0); adv +1
+#   row 1: logp (-0.5, -0.1, -4) old (-0.5, -0.1, -4) -> ratio 1; mask (1, 1, 1); adv -1
 LOGP = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -0.1, -4.0]])
 OLD = torch.tensor([[-1.0, -2.5, -3.0], [-0.5, -0.1, -4.0]])
 ENT = torch.tensor([[0.2, 0.4, 9.0], [1.0, 2.0, 3.0]])
 MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
+ADV = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
 
 
 def test_role_token_sums_by_hand():
-    s = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "agg"], clip_eps=0.2)
+    s = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "agg"], clip_eps=0.2, adv=ADV)
     assert s["gen"] == pytest.approx({"tokens": 2, "nll": 3.0, "entropy": 0.6, "ratio": 1 + math.exp(0.5),
                                       "clipped": 1.0})
     assert s["agg"] == pytest.approx({"tokens": 3, "nll": 4.6, "entropy": 6.0, "ratio": 3.0, "clipped": 0.0})
 
 
+def test_clipped_counts_only_tokens_whose_gradient_the_clip_removes():
+    # ratios (1.5, 1.5, 0.5, 0.5) with advantages (+1, -1, +1, -1), eps 0.2: the clip removes the
+    # gradient of the first (r > 1.2, A > 0) and the last (r < 0.8, A < 0) only, as in the loss.
+    old = torch.zeros(1, 4)
+    logp = torch.log(torch.tensor([[1.5, 1.5, 0.5, 0.5]]))
+    adv = torch.tensor([[1.0, -1.0, 1.0, -1.0]])
+    mask = torch.ones(1, 4)
+    s = role_token_sums(logp, old, torch.zeros(1, 4), mask, ["gen"], clip_eps=0.2, adv=adv)
+    assert s["gen"]["clipped"] == 2.0
+    _, m = ppo_clip_loss(logp, old, adv, mask / 4, clip_eps=0.2)
+    assert finalize_role_stats(s)["role/gen/clip_frac"] == pytest.approx(m["clip_frac"].item()) == 0.5
+    # a loss that does not clip (clip_eps None) counts nothing
+    assert role_token_sums(logp, old, torch.zeros(1, 4), mask, ["gen"], None, adv=adv)["gen"]["clipped"] == 0.0
+
+
 def test_rows_of_one_role_add_up_and_empty_rows_are_skipped():
-    s = role_token_sums(LOGP, OLD, ENT, torch.tensor([[1, 1, 0], [0, 0, 0]]), ["gen", "agg"], clip_eps=0.2)
+    s = role_token_sums(LOGP, OLD, ENT, torch.tensor([[1, 1, 0], [0, 0, 0]]), ["gen", "agg"], clip_eps=0.2, adv=ADV)
     assert set(s) == {"gen"}
-    s = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "gen"], clip_eps=0.2)
+    s = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "gen"], clip_eps=0.2, adv=ADV)
     assert s["gen"]["tokens"] == 5 and s["gen"]["nll"] == pytest.approx(7.6)
     with pytest.raises(ValueError, match="1 entries for 2 rows"):
-        role_token_sums(LOGP, OLD, ENT, MASK, ["gen"], clip_eps=0.2)
+        role_token_sums(LOGP, OLD, ENT, MASK, ["gen"], clip_eps=0.2, adv=ADV)
 
 
 def test_merge_and_finalize_by_hand():
-    a = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "agg"], clip_eps=0.2)
+    a = role_token_sums(LOGP, OLD, ENT, MASK, ["gen", "agg"], clip_eps=0.2, adv=ADV)
     b = {"gen": {"tokens": 2.0, "nll": 1.0, "entropy": 1.4, "ratio": 2.0, "clipped": 1.0},
          "ceo": {"tokens": 1.0, "nll": 0.0, "entropy": 0.5, "ratio": 1.0, "clipped": 0.0}}
     merged = merge_sums(a, b)

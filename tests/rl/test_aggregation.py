@@ -1,12 +1,21 @@
-"""Loss aggregation: per-sequence weights by hand, and the gradient-mass mechanism on a real gradient."""
+"""Loss aggregation: per-sequence weights by hand, the gradient-mass mechanism on a real gradient,
+and the step metrics through the Updater (plain token means under every mode)."""
 
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import pytest
 import torch
 
+from swarmrl.config import ModelConfig, RLConfig
+from swarmrl.policy.model import build_tiny_policy
+from swarmrl.policy.sharing import PolicySet
 from swarmrl.rl.aggregation import AGGREGATION_MODES, sequence_weights, token_weights
-from swarmrl.rl.losses import ppo_clip_loss
+from swarmrl.rl.batch import TrainSeq, token_logprobs
+from swarmrl.rl.losses import get_loss, ppo_clip_loss
+from swarmrl.rl.update import Updater
 
 # Four sequences: role 0 (a "generator") writes 6 and 2 tokens, role 1 writes 4, role 2 writes 0.
 COUNTS = torch.tensor([6, 2, 4, 0])
@@ -123,3 +132,82 @@ def test_multiplicity_scales_a_roles_gradient_down():
     # the 50-token role declared as 10 agents under token_mean: 10x the tokens, 1/10 the weight
     long_role, short_role = _role_gradient_norms("token_mean", multiplicity=torch.tensor([10, 1]))
     assert long_role / short_role == pytest.approx(1.0, rel=1e-4)
+
+
+# --- the step's metrics through the real Updater: plain token means in every mode --------------
+#
+# Three sequences (4 prompt tokens each), old log-probs set so that the ratios are exactly:
+#   seq  role  mult  adv  ratios                 per-token -min(A r, A clip(r)), eps 0.2
+#   A    gen   2     +1   1.5, 1.0               -1.2, -1.0              (1.5 clipped)
+#   B    gen   2     -1   0.5, 1.5, 1.0, 1.0     +0.8, +1.5, +1.0, +1.0  (0.5 clipped)
+#   C    agg   1     +1   1.0, 0.5, 1.5          -1.0, -0.5, -1.2        (1.5 clipped)
+# 9 tokens: ratio_mean 9.5 / 9, clip_frac 3 / 9 (|r - 1| > eps would say 5 / 9),
+# approx_kl = (3 (0.5 - ln 1.5) + 2 (ln 2 - 0.5)) / 9. Per-sequence loss sums -2.2, 4.3, -2.7.
+RATIOS = {"A": [1.5, 1.0], "B": [0.5, 1.5, 1.0, 1.0], "C": [1.0, 0.5, 1.5]}
+SEQ_ROLE = {"A": ("gen", 2, 1.0), "B": ("gen", 2, -1.0), "C": ("agg", 1, 1.0)}
+KL_BY_HAND = (3 * (0.5 - math.log(1.5)) + 2 * (math.log(2.0) - 0.5)) / 9
+# the minibatch objective sum_s w_s sum_t loss[s, t], by mode and multiplicity_normalized:
+#   token_mean     w = 1/9:                 -0.6 / 9               mult (A, B halved): -1.65 / 9
+#   seq_mean       w = 1/(3 n_s):           (-1.1 + 1.075 - 0.9) / 3      mult: (-0.55 + 0.5375 - 0.9) / 3
+#   role_balanced  gen 1/(2*6), agg 1/(2*3): 2.1 / 12 - 2.7 / 6           mult: 1.05 / 12 - 2.7 / 6
+LOSS_BY_HAND = {("token_mean", False): -0.6 / 9, ("token_mean", True): -1.65 / 9,
+                ("seq_mean", False): -0.925 / 3, ("seq_mean", True): -0.9125 / 3,
+                ("role_balanced", False): 2.1 / 12 - 2.7 / 6, ("role_balanced", True): 1.05 / 12 - 2.7 / 6}
+
+
+def _updater_seqs(policy, ratios):
+    seqs = []
+    for k, (name, rs) in enumerate(ratios.items()):
+        role, mult, adv = SEQ_ROLE[name]
+        ids = [5 + k, 6, 7, 8] + [(20 + 7 * k + 3 * i) % 200 + 10 for i in range(len(rs))]
+        t = torch.tensor([ids])
+        with torch.no_grad():
+            logp, _ = token_logprobs(policy.model, t, torch.ones_like(t), with_entropy=False)  # [1, L]
+        old = logp[0].tolist()[:4] + [lp - math.log(r) for lp, r in zip(logp[0, 4:].tolist(), rs)]
+        seqs.append(TrainSeq(ids=ids, gen_mask=[0] * 4 + [1] * len(rs), old_logp=old, advantage=adv, role=role,
+                             rollout=0, multiplicity=mult))
+    return seqs
+
+
+def _update(policy, seqs, sharing="shared", **rl):
+    # lr 0: every minibatch sees the initial weights, so the ratios stay the ones set above;
+    # 16-token micro-batches split the three sequences in two.
+    cfg = dataclasses.replace(RLConfig(), loss="ppo_clip", lr=0.0, weight_decay=0.0, clip_eps=0.2,
+                              micro_batch_tokens=16, **rl)
+    ps = PolicySet(policy, sharing, ["agg", "gen"], lora_rank=4)
+    return Updater(cfg, ps, get_loss("ppo_clip"), policy.pad_id, seed=0).update(seqs, step=0, measure_roles=False)
+
+
+TINY = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return build_tiny_policy(TINY)
+
+
+@pytest.mark.parametrize("minibatches", [1, 2])
+@pytest.mark.parametrize("mult", [False, True])
+@pytest.mark.parametrize("mode", AGGREGATION_MODES)
+def test_step_metrics_are_token_means_in_every_mode(tiny, mode, mult, minibatches):
+    out = _update(tiny, _updater_seqs(tiny, RATIOS), aggregation=mode, multiplicity_normalized=mult,
+                  minibatches_per_step=minibatches)
+    assert out["ratio_mean"] == pytest.approx(9.5 / 9, abs=1e-5)
+    assert out["clip_frac"] == pytest.approx(3 / 9, abs=1e-6)
+    assert out["approx_kl"] == pytest.approx(KL_BY_HAND, abs=1e-5)
+    if minibatches == 1:  # `loss` is the weighted objective itself (its scale is the aggregation's)
+        assert out["loss"] == pytest.approx(LOSS_BY_HAND[(mode, mult)], abs=1e-5)
+    on = _update(tiny, _updater_seqs(tiny, {k: [1.0] * len(v) for k, v in RATIOS.items()}), aggregation=mode,
+                 multiplicity_normalized=mult, minibatches_per_step=minibatches)
+    assert on["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert on["clip_frac"] == 0.0 and on["approx_kl"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_step_metrics_pool_over_slots():
+    """Isolated adapters (two slots, each its own forward): still one token mean over both."""
+    policy = build_tiny_policy(TINY)
+    seqs = _updater_seqs(policy, RATIOS)  # fresh LoRA adapters leave the base model's log-probs unchanged
+    out = _update(policy, seqs, sharing="isolated", aggregation="role_balanced", multiplicity_normalized=True)
+    assert out["ratio_mean"] == pytest.approx(9.5 / 9, abs=1e-5)
+    assert out["clip_frac"] == pytest.approx(3 / 9, abs=1e-6)
+    assert out["approx_kl"] == pytest.approx(KL_BY_HAND, abs=1e-5)

@@ -34,7 +34,9 @@ def test_ppo_clip_loss_and_metrics_by_hand():
     loss, m = ppo_clip_loss(logp, old, adv, mask / 5, clip_eps=0.2)
     # (-1.0 - 1.2 + 1.5 - 0.5 + 0.8) / 5 = -0.4 / 5
     assert loss.item() == pytest.approx(-0.08, abs=1e-6)
-    assert m["clip_frac"].item() == pytest.approx(4 / 5)  # |r - 1| > 0.2 at positions 1-4
+    # the clip removes the gradient at positions 1 (r > 1.2, A > 0) and 4 (r < 0.8, A < 0) only;
+    # 2 and 3 are outside the range too, but on the side where the unclipped branch is kept
+    assert m["clip_frac"].item() == pytest.approx(2 / 5)
     assert m["ratio_mean"].item() == pytest.approx((1 + 1.5 + 1.5 + 0.5 + 0.5) / 5, abs=1e-6)
     kl = 2 * (0.5 - math.log(1.5)) + 2 * (-0.5 - math.log(0.5))  # sum of (r - 1) - log r
     assert m["approx_kl"].item() == pytest.approx(kl / 5, abs=1e-6)
@@ -50,7 +52,7 @@ def test_loss_is_the_weighted_sum_and_metrics_ignore_the_weights_values():
     loss, m = ppo_clip_loss(logp, old, adv, w, clip_eps=0.2)
     assert loss.item() == pytest.approx(-0.1 - 0.24 + 0.45 - 0.2 + 0.4, abs=1e-6)  # 0.31
     # metrics stay plain token means over weight > 0
-    assert m["clip_frac"].item() == pytest.approx(4 / 5)
+    assert m["clip_frac"].item() == pytest.approx(2 / 5)
     assert m["ratio_mean"].item() == pytest.approx(1.0, abs=1e-6)
     loss.backward()
     assert logp.grad[0].tolist() == pytest.approx([-0.1, 0.0, 1.5 * 0.3, -0.5 * 0.4, 0.0, 0.0], abs=1e-6)
@@ -74,6 +76,27 @@ def test_token_mean_weights_reproduce_the_old_minibatch_token_mean():
     assert (l1 + l2).item() == pytest.approx(old_loss.item(), rel=1e-6)
     pg_old = (-adv * logp * mask).sum() / num_tokens
     assert pg_loss(logp, old, adv, w)[0].item() == pytest.approx(pg_old.item(), rel=1e-6)
+
+
+def test_clip_frac_counts_only_tokens_whose_gradient_the_clip_removes():
+    # eps 0.2, every token generated:
+    #   pos  ratio  adv   outside [0.8, 1.2]  clip removes the gradient
+    #   0    1.3    +1    yes                 yes  (r > 1.2, A > 0)
+    #   1    1.3    -1    yes                 no   (-A r = 1.3 > -A clip(r) = 1.2: unclipped kept)
+    #   2    0.7    +1    yes                 no
+    #   3    0.7    -1    yes                 yes  (r < 0.8, A < 0)
+    #   4    1.1    +1    no                  no
+    #   5    1.3     0    yes                 no   (no advantage, nothing to remove)
+    old = torch.tensor([[-1.0, -0.4, -2.0, -0.9, -1.5, -0.3]])  # [1, 6]
+    logp = (old + torch.log(torch.tensor([[1.3, 1.3, 0.7, 0.7, 1.1, 1.3]]))).requires_grad_(True)
+    adv = torch.tensor([[1.0, -1.0, 1.0, -1.0, 1.0, 0.0]])
+    loss, m = ppo_clip_loss(logp, old, adv, torch.ones(1, 6) / 6, clip_eps=0.2)
+    assert m["clip_frac"].item() == pytest.approx(2 / 6)  # counting |r - 1| > eps would say 5 / 6
+    loss.backward()
+    removed = [g == 0.0 and a != 0.0 for g, a in zip(logp.grad[0].tolist(), adv[0].tolist())]
+    assert removed == [True, False, False, True, False, False]  # the same tokens, by the gradient
+    assert pg_loss(logp, old, adv, torch.ones(1, 6) / 6)[1]["clip_frac"].item() == 0.0
+    assert ppo_clip_loss.clips and not pg_loss.clips
 
 
 def test_ppo_clip_with_a_wider_clip_range():

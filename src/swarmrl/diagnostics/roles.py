@@ -11,7 +11,7 @@ lengths, and means of means would weight them wrongly — and divided once at th
 
     sums = {}
     for micro in ...:
-        sums = merge_sums(sums, role_token_sums(logp, old_logp, ent, mask, roles, clip_eps))
+        sums = merge_sums(sums, role_token_sums(logp, old_logp, ent, mask, roles, clip_eps, adv=adv))
     metrics.update(finalize_role_stats(sums))
 """
 
@@ -22,27 +22,34 @@ from typing import Iterable
 
 import torch
 
+from swarmrl.rl.losses import clip_removes_gradient
+
 SUM_KEYS = ("tokens", "nll", "entropy", "ratio", "clipped")
 
 
 def role_token_sums(logp: torch.Tensor, old_logp: torch.Tensor, entropy: torch.Tensor, mask: torch.Tensor,
-                    role_of_row: list[str], clip_eps: float) -> dict[str, dict[str, float]]:
-    """Per-role sums over generated tokens of one micro-batch.  logp, old_logp, entropy, mask: [B, T].
+                    role_of_row: list[str], clip_eps: float | None, *, adv: torch.Tensor
+                    ) -> dict[str, dict[str, float]]:
+    """Per-role sums over generated tokens of one micro-batch.  logp, old_logp, entropy, mask, adv: [B, T].
 
     Returns {role: {tokens, nll (sum of -logp), entropy, ratio (sum of exp(logp - old_logp)),
-    clipped (count of |ratio - 1| > clip_eps)}}. Roles without generated tokens are omitted.
+    clipped (count of tokens whose gradient the PPO clip removes, the same set as the loss's
+    clip_frac: rl/losses.py `clip_removes_gradient`; 0 when clip_eps is None, a loss that
+    does not clip)}}. Roles without generated tokens are omitted.
     """
     if len(role_of_row) != logp.shape[0]:
         raise ValueError(f"role_of_row has {len(role_of_row)} entries for {logp.shape[0]} rows")
     with torch.no_grad():
         m = mask.to(logp.dtype)  # [B, T]
         ratio = torch.exp(logp - old_logp)  # [B, T]
+        clipped = (clip_removes_gradient(ratio, adv, clip_eps).to(logp.dtype) if clip_eps is not None
+                   else torch.zeros_like(m))  # [B, T]
         per_row = {
             "tokens": m.sum(1),  # [B]
             "nll": (-logp * m).sum(1),  # [B]
             "entropy": (entropy * m).sum(1),  # [B]
             "ratio": (ratio * m).sum(1),  # [B]
-            "clipped": (((ratio - 1.0).abs() > clip_eps).to(logp.dtype) * m).sum(1),  # [B]
+            "clipped": (clipped * m).sum(1),  # [B]
         }
         rows = {k: v.tolist() for k, v in per_row.items()}  # one host transfer per statistic
     out: dict[str, dict[str, float]] = {}

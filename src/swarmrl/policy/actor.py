@@ -18,19 +18,22 @@ from swarmrl.policy.sharing import PolicySet
 
 class LLMActor:
     def __init__(self, policies: PolicySet | Policy, max_new_tokens: int, greedy: bool = False,
-                 temperature: float = 1.0, continuous: bool = True, prefix_cache: bool = True):
+                 temperature: float = 1.0, continuous: bool = True, prefix_cache: bool = True,
+                 kv_cache_mb: float = 0.0):
+        """`kv_cache_mb`: cap on the per-agent KV caches kept between turns (0 = no cap)."""
         if isinstance(policies, Policy):
             policies = PolicySet(policies, "shared", ["any"], temperature=temperature)
         self.policies = policies
         self.max_new_tokens = max_new_tokens
         self.greedy = greedy
         self.generated_tokens = 0  # running count, for tokens/s
-        self.continuous, self.prefix_cache = continuous, prefix_cache
+        self.continuous, self.prefix_cache, self.kv_cache_mb = continuous, prefix_cache, kv_cache_mb
 
     @classmethod
     def from_config(cls, sampler_cfg, policies: PolicySet | Policy, greedy: bool = False) -> "LLMActor":
         return cls(policies, sampler_cfg.max_new_tokens_per_turn, greedy=greedy, temperature=sampler_cfg.temperature,
-                   continuous=sampler_cfg.batching == "continuous", prefix_cache=sampler_cfg.prefix_cache)
+                   continuous=sampler_cfg.batching == "continuous", prefix_cache=sampler_cfg.prefix_cache,
+                   kv_cache_mb=sampler_cfg.kv_cache_mb)
 
     def act(self, requests: Sequence, seed: int) -> list[Sample]:
         out = self.policies.generate([r.prompt for r in requests], [r.agent.role for r in requests],
@@ -41,7 +44,8 @@ class LLMActor:
 
     def open_stream(self) -> "ActorStream | None":
         """Continuous batching across rollouts (collective/runtime.py), when the policies allow it."""
-        stream = self.policies.stream(self.max_new_tokens, greedy=self.greedy) if self.continuous else None
+        stream = (self.policies.stream(self.max_new_tokens, greedy=self.greedy, kv_cache_mb=self.kv_cache_mb)
+                  if self.continuous else None)
         return None if stream is None else ActorStream(self, stream)
 
 
@@ -57,13 +61,24 @@ class ActorStream:
         for r in requests:
             adapter = self.actor.policies.slot(r.agent.role) if self.actor.policies.sharing == "isolated" else None
             # key: the agent, whose next prompt extends this one (its KV cache is reused)
-            key = (id(r.rollout), r.agent.name) if self.actor.prefix_cache else None
+            key = (id(r.rollout), r.agent.name) if self.actor.prefix_cache else None  # as in `finished`
             self.stream.add(self.next_tag, r.prompt, adapter, turn_seed(seed, r), key=key)
             self.requests[self.next_tag] = r
             self.next_tag += 1
 
     def busy(self) -> bool:
         return self.stream.busy()
+
+    def finished(self, rollout) -> None:
+        """Drop the saved KV caches of the rollout's agents that will take no further turn: all
+        of them once the rollout is over, else those whose status is final (done, cut, idle;
+        collective/runtime.py `_start_time` gives only active and fired agents a next turn).
+        The runtime calls it after applying a rollout's wave and handing in the next one."""
+        if not self.actor.prefix_cache:
+            return
+        for a in rollout.agents.values():
+            if rollout.done or a.status not in ("active", "fired"):
+                self.stream.finished((id(rollout), a.name))
 
     def step(self) -> list[tuple[object, Sample]]:
         out = [(self.requests.pop(tag), s) for tag, s in self.stream.step()]

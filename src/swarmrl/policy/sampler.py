@@ -17,6 +17,8 @@ which the PPO ratio needs as its denominator.
 from __future__ import annotations
 
 import inspect
+import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
@@ -36,13 +38,19 @@ class Sample:
 
 def sample_tokens(logits: torch.Tensor, temperature: float, greedy: bool,
                   generator: torch.Generator | list[torch.Generator] | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits [B, V] -> (token [B], log-prob of that token under the sampled distribution [B]).
+    """logits [B, V] -> (token [B], log p_T(token) [B]), p_T = softmax(logits / temperature).
+
+    The learner recomputes log p_T with the same division (rl/batch.py `token_logprobs`), so
+    the PPO ratio starts at 1. Greedy takes the argmax (the same token at any T > 0) and also
+    returns log p_T: its true behaviour distribution is a point mass (log-prob 0 everywhere),
+    which no learner recomputes, so the one number that stays meaningful is the log-prob of
+    the token under the trained policy, the same whether the token was sampled or picked.
 
     `generator` may be one generator per row: then each row is sampled by Gumbel-max with its
     own noise, so a row's tokens depend on its own seed only, not on which other rows share
     the batch (rollouts split across workers sample exactly what they sample in one process).
     """
-    logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)  # [B, V]
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # [B, V]
     if greedy:
         tok = logp.argmax(dim=-1)  # [B]
     elif isinstance(generator, list):
@@ -67,8 +75,9 @@ class HFSampler:
         self.prefill_overhead_tokens = prefill_overhead_tokens
 
     def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False,
-               admit_fraction: float = 0.5) -> "DecodeStream":
-        return DecodeStream(self, max_new_tokens, seed, greedy, admit_fraction)
+               admit_fraction: float = 0.5, kv_cache_mb: float = 0.0) -> "DecodeStream":
+        """`kv_cache_mb`: cap on the saved per-agent prefixes (DecodeStream), 0 = no cap."""
+        return DecodeStream(self, max_new_tokens, seed, greedy, admit_fraction, kv_cache_mb)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
@@ -106,9 +115,17 @@ class DecodeStream:
     Admission: queued prompts join when the batch is empty or when they number at least
     `admit_fraction` x the running rows; each admission is one prefill call per length bucket,
     so admitting every few rows would spend the time saved on call overhead.
+
+    Saved prefixes (`add(..., key=agent)`): a finished turn's keys/values wait for the agent's
+    next prompt. They are held in at most `kv_cache_mb` MiB (0 = no cap; the running batch's
+    own cache is not counted): `finished(key)` drops an agent's prefix at once (it will never
+    be read again), and over the cap the least recently saved go first. A dropped prefix only
+    costs compute: the agent's next prompt is prefilled in full, and its sampled tokens do not
+    change (each row draws from its own generator).
     """
 
-    def __init__(self, sampler: HFSampler, max_new_tokens: int, seed: int, greedy: bool, admit_fraction: float):
+    def __init__(self, sampler: HFSampler, max_new_tokens: int, seed: int, greedy: bool, admit_fraction: float,
+                 kv_cache_mb: float = 0.0):
         self.s, self.max_new_tokens, self.greedy, self.admit_fraction = sampler, max_new_tokens, greedy, admit_fraction
         self.model = sampler.policy.model
         self.device = self.model.device
@@ -126,7 +143,13 @@ class DecodeStream:
         self.stackable = True  # False for sliding-window/static caches: then prompts join an empty batch only
         self.prompt: dict[object, list[int]] = {}
         self.key: dict[object, object] = {}
-        self.prefix: dict[object, tuple[list[int], list]] = {}  # key -> (tokens, [(k, v)] per layer)
+        # key -> (tokens, [(k, v)] per layer), least recently saved first
+        self.prefix: OrderedDict[object, tuple[list[int], list]] = OrderedDict()
+        self.prefix_bytes: dict[object, int] = {}
+        self.cached_bytes = self.peak_cached_bytes = 0  # bytes of saved prefixes: now / most held so far
+        self.cap_bytes = math.ceil(kv_cache_mb * 2**20)  # 0 = no cap; any positive cap is >= 1 byte
+        self.ended: set = set()  # keys of agents that take no further turn
+        self.evicted = 0  # prefixes dropped by the cap (for diagnostics and tests)
 
     def add(self, tag, prompt: list[int], adapter: str | None = None, row_seed: int | None = None,
             key=None) -> None:
@@ -141,6 +164,17 @@ class DecodeStream:
 
     def busy(self) -> bool:
         return bool(self.queue or self.rows)
+
+    def finished(self, key) -> None:
+        """The agent `key` takes no further turn: drop its saved prefix now, and save none for
+        a turn of it still in flight."""
+        self.ended.add(key)
+        self._drop_prefix(key)
+
+    def _drop_prefix(self, key) -> tuple[list[int], list] | None:
+        saved = self.prefix.pop(key, None)
+        self.cached_bytes -= self.prefix_bytes.pop(key, 0)
+        return saved
 
     def _extra(self, tags) -> dict:
         return {"adapter_names": [self.adapter[t] for t in tags]} if self.adapter[tags[0]] is not None else {}
@@ -217,7 +251,7 @@ class DecodeStream:
         parts = []  # (tags, past [(k, v)] per layer or None, past lengths, new token lists)
         fresh, cont = [], []
         for tag, prompt in batch:
-            saved = self.prefix.pop(self.key.get(tag), None) if self.stackable else None
+            saved = self._drop_prefix(self.key.get(tag)) if self.stackable else None
             if saved is not None and len(saved[0]) < len(prompt) and prompt[:len(saved[0])] == saved[0]:
                 cont.append((tag, prompt[len(saved[0]):], saved))
             else:
@@ -284,8 +318,15 @@ class DecodeStream:
         """Keep a finished row's keys/values (padding removed) for its agent's next turn. They
         cover the prompt and every generated token but the last, which was never fed back."""
         key = self.key.get(tag)
-        if key is None or not self.stackable:
+        if key is None or not self.stackable or key in self.ended:
             return
         cols = self.attn[j].nonzero().squeeze(-1)  # [len] the row's real columns
         kv = [(layer.keys[j][:, cols], layer.values[j][:, cols]) for layer in self.cache.layers]  # [heads, len, d]
+        self._drop_prefix(key)
         self.prefix[key] = (self.prompt[tag] + self.toks[tag][:-1], kv)
+        self.prefix_bytes[key] = sum(k.nbytes + v.nbytes for k, v in kv)
+        self.cached_bytes += self.prefix_bytes[key]
+        while self.cap_bytes and self.cached_bytes > self.cap_bytes:  # least recently saved first
+            self._drop_prefix(next(iter(self.prefix)))
+            self.evicted += 1
+        self.peak_cached_bytes = max(self.peak_cached_bytes, self.cached_bytes)

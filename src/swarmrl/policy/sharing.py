@@ -105,12 +105,14 @@ class PolicySet:
         return list({id(p.model): p.model for p in self.policies.values()}.values())
 
     # ------------------------------------------------------------------ sampling
-    def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False) -> DecodeStream | None:
+    def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False,
+               kv_cache_mb: float = 0.0) -> DecodeStream | None:
         """Continuous batching (HFSampler.stream) where one batch can hold every row: shared, or
-        isolated with mixed adapters. None for full per-role copies and external engines."""
+        isolated with mixed adapters. None for full per-role copies and external engines.
+        `kv_cache_mb`: cap on the saved per-agent KV caches (sampler.kv_cache_mb; 0 = no cap)."""
         if self.engine is not None or self.sharing == "isolated_full":
             return None
-        return self.samplers[self.slots[0]].stream(max_new_tokens, seed, greedy)
+        return self.samplers[self.slots[0]].stream(max_new_tokens, seed, greedy, kv_cache_mb=kv_cache_mb)
 
     def generate(self, prompts: list[list[int]], roles: list[str], max_new_tokens: int, seed: int,
                  greedy: bool = False, row_seeds: list[int] | None = None) -> list[Sample]:

@@ -67,10 +67,19 @@ def pad(seqs: list[TrainSeq], pad_id: int) -> dict[str, torch.Tensor]:
     return {"ids": ids, "attn": attn, "mask": mask, "old_logp": old, "adv": adv}
 
 
-def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = True
-                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log p(ids[:, t] | ids[:, <t]) for every position; position 0 gets 0.  ids, attn: [B, T]."""
+def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = True, *,
+                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p_T(ids[:, t] | ids[:, <t]) for every position; position 0 gets 0.  ids, attn: [B, T].
+
+    p_T = softmax(logits / temperature), the distribution the sampler draws from
+    (policy/sampler.py `sample_tokens` divides the same float32 logits the same way), so the
+    PPO ratio is exactly 1 on the policy that sampled. The entropy is that of p_T too.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 (got {temperature})")
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()  # [B, T-1, V]
+    if temperature != 1.0:
+        logits = logits / temperature  # [B, T-1, V]
     logp_all = torch.log_softmax(logits, dim=-1)  # [B, T-1, V]
     picked = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # [B, T-1]
     logp = torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)  # [B, T]

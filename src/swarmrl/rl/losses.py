@@ -14,7 +14,10 @@ computed over the whole minibatch, so summing the losses of its micro-batches gi
 the minibatch loss.
 
 Metrics (ratio_mean, clip_frac, approx_kl) are plain token means over the tokens with
-weight > 0: they describe the policy's tokens, not the aggregation.
+weight > 0: they describe the policy's tokens, not the aggregation (rl/update.py pools them
+over micro-batches by token count). `clip_frac` counts the tokens whose gradient the clip
+removes (`clip_removes_gradient`); a loss that never clips says so with `clips = False`, and
+the per-role statistics (diagnostics/roles.py) then count no clipped tokens either.
 """
 
 from __future__ import annotations
@@ -40,15 +43,28 @@ def get_loss(name: str) -> LossFn:
     return LOSSES[name]
 
 
-def _token_metrics(logp: torch.Tensor, old_logp: torch.Tensor, weights: torch.Tensor, clip_eps: float | None
-                   ) -> dict[str, torch.Tensor]:
+def clip_removes_gradient(ratio: torch.Tensor, adv: torch.Tensor, clip_eps: float) -> torch.Tensor:
+    """Tokens whose gradient the PPO clip removes.  ratio, adv: [B, T] -> bool [B, T].
+
+    The pessimistic max(-A r, -A clip(r)) takes the flat clipped branch only when the ratio has
+    left the trust region in the direction the advantage pushes it: A > 0 and r > 1 + eps, or
+    A < 0 and r < 1 - eps. A token outside the range on the other side keeps its gradient
+    (the unclipped branch is the larger loss), so counting it would report a clip that did
+    nothing (TRL's and verl's clip fraction count the same set).
+    """
+    return ((adv > 0) & (ratio > 1.0 + clip_eps)) | ((adv < 0) & (ratio < 1.0 - clip_eps))  # [B, T]
+
+
+def _token_metrics(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor,
+                   clip_eps: float | None) -> dict[str, torch.Tensor]:
     """Token means over weight > 0 of the ratio, the clipped fraction and the k3 KL estimate."""
     with torch.no_grad():
         on = (weights > 0).to(logp.dtype)  # [B, T]
         n = on.sum().clamp(min=1)  # scalar
         log_ratio = logp - old_logp  # [B, T]
         ratio = torch.exp(log_ratio)  # [B, T]
-        clipped = ((ratio - 1.0).abs() > clip_eps).to(logp.dtype) if clip_eps is not None else torch.zeros_like(on)
+        clipped = (clip_removes_gradient(ratio, adv, clip_eps).to(logp.dtype) if clip_eps is not None
+                   else torch.zeros_like(on))  # [B, T]
         return {
             "ratio_mean": (ratio * on).sum() / n,
             "clip_frac": (clipped * on).sum() / n,  # [B, T] -> scalar
@@ -70,7 +86,10 @@ def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
     clipped = -adv * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)  # [B, T]
     per_token = torch.maximum(unclipped, clipped)  # [B, T] pessimistic bound
     loss = (per_token * weights).sum()  # scalar
-    return loss, _token_metrics(logp, old_logp, weights, clip_eps)
+    return loss, _token_metrics(logp, old_logp, adv, weights, clip_eps)
+
+
+ppo_clip_loss.clips = True
 
 
 @register_loss("pg")
@@ -84,4 +103,7 @@ def pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weigh
     weights = weights.to(logp.dtype)  # [B, T]
     per_token = -adv * logp  # [B, T]
     loss = (per_token * weights).sum()  # scalar
-    return loss, _token_metrics(logp, old_logp, weights, None)
+    return loss, _token_metrics(logp, old_logp, adv, weights, None)
+
+
+pg_loss.clips = False

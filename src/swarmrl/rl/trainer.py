@@ -111,7 +111,7 @@ class Trainer:
         self.actor = LLMActor.from_config(cfg.sampler, self.policies)
         self.backend.attach(self.runtime, self.actor, self.policies)
         self.advantage_fn = get_advantage(cfg.rl.advantage)
-        self.updater = Updater(cfg.rl, self.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed)
+        self.updater = Updater(cfg.rl, self.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed, temperature=cfg.sampler.temperature)
         self.detectors = Detectors(cfg.detectors)
         self.role_ids = {r: i for i, r in enumerate(role_types(cfg))}
         self.step_idx = 0  # next step to run

@@ -28,12 +28,17 @@ from swarmrl.rl.batch import TrainSeq, micro_batches, pad, token_logprobs
 
 
 class Updater:
-    def __init__(self, cfg: RLConfig, policies: PolicySet, loss_fn, pad_id: int, seed: int):
+    def __init__(self, cfg: RLConfig, policies: PolicySet, loss_fn, pad_id: int, seed: int, *,
+                 temperature: float = 1.0):
+        """`temperature`: the sampler's (cfg.sampler.temperature). Log-probs of the policy and of
+        the reference, and the entropy, are those of softmax(logits / temperature), the
+        distribution the behaviour log-probs come from."""
         self.cfg = cfg
         self.policies = policies
         self.loss_fn = loss_fn
         self.pad_id = pad_id
         self.seed = seed
+        self.temperature = temperature
         self.optimizers = {slot: torch.optim.AdamW(policies.parameters(slot), lr=cfg.lr, weight_decay=cfg.weight_decay)
                            for slot in policies.slots}
 
@@ -46,9 +51,14 @@ class Updater:
         return sequence_weights(counts, roles, self.cfg.aggregation, mult)
 
     def backward(self, seqs: list[TrainSeq], w: torch.Tensor, stats: dict | None = None) -> dict[str, float]:
-        """Accumulate the gradient of the loss of `seqs` (weights w [S]) into every slot."""
-        sums: dict[str, float] = {}
+        """Accumulate the gradient of the loss of `seqs` (weights w [S]) into every slot.
+
+        Returns {"loss": the summed (weighted) loss, "tokens": tokens with weight > 0, and for
+        each loss metric its token-count-weighted sum}: `pool_metrics` turns sums into means."""
+        sums: dict[str, float] = {"loss": 0.0, "tokens": 0.0}
         wmap = {id(s): float(x) for s, x in zip(seqs, w)}
+        # A loss that never clips must not show clipped tokens per role either.
+        role_eps = self.cfg.clip_eps if getattr(self.loss_fn, "clips", True) else None
         for slot in self.policies.slots:
             mine = [s for s in seqs if self.policies.slot(s.role) == slot]
             if not mine:
@@ -56,30 +66,40 @@ class Updater:
             with self.policies.model_for(slot) as model:
                 for micro in micro_batches(mine, self.cfg.micro_batch_tokens):
                     t = pad(micro, self.pad_id)
-                    logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=stats is not None)  # [B, T]
+                    logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=stats is not None,
+                                               temperature=self.temperature)  # [B, T]
                     weights = token_weights(t["mask"], torch.tensor([wmap[id(s)] for s in micro]))  # [B, T]
                     loss, m = self.loss_fn(logp, t["old_logp"], t["adv"], weights, clip_eps=self.cfg.clip_eps)
                     if self.cfg.kl_coef > 0:
                         with torch.no_grad(), self.policies.reference(slot) as ref_model:
-                            ref, _ = token_logprobs(ref_model, t["ids"], t["attn"], with_entropy=False)
+                            ref, _ = token_logprobs(ref_model, t["ids"], t["attn"], with_entropy=False,
+                                                    temperature=self.temperature)
                         kl = torch.exp(ref - logp) - (ref - logp) - 1.0  # [B, T] k3, always >= 0
                         loss = loss + self.cfg.kl_coef * (kl * weights).sum()
                     loss.backward()
-                    mass = float(weights.sum())  # this micro-batch's share of the minibatch's loss mass
-                    sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
+                    n = float((weights > 0).sum())  # the tokens the loss metrics are means over
+                    sums["loss"] += float(loss.detach())
+                    sums["tokens"] += n
                     for k, v in m.items():
-                        sums[k] = sums.get(k, 0.0) + mass * float(v)
+                        sums[k] = sums.get(k, 0.0) + n * float(v)
                     if stats is not None:
                         stats.update(merge_sums(stats, role_token_sums(
-                            logp.detach(), t["old_logp"], ent, t["mask"], [s.role for s in micro], self.cfg.clip_eps)))
+                            logp.detach(), t["old_logp"], ent, t["mask"], [s.role for s in micro], role_eps,
+                            adv=t["adv"])))
         return sums
 
     def update(self, seqs: list[TrainSeq], step: int, measure_roles: bool) -> dict[str, float]:
-        """`minibatches_per_step` optimizer updates over the step's sequences."""
+        """`minibatches_per_step` optimizer updates over the step's sequences.
+
+        `loss` is the mean over minibatches of each minibatch's objective (the weighted sum that
+        was differentiated, so its scale follows the aggregation). `ratio_mean`, `clip_frac` and
+        `approx_kl` are plain token means over every generated token of the step (all
+        micro-batches, slots and minibatches), whatever the aggregation."""
         for model in self.policies.modules():
             model.train()
         order = np.random.default_rng([self.seed, step, 1]).permutation(len(seqs))
         out: dict[str, float] = {}
+        totals: dict[str, float] = {}
         stats: dict = {}
         role_norms: dict[str, list[float]] = {}
         parts = [p for p in np.array_split(order, self.cfg.minibatches_per_step) if len(p)]
@@ -93,18 +113,18 @@ class Updater:
                     self.backward([mb[i] for i in sel], w[sel])
                     role_norms.setdefault(role, []).append(grad_norm(self.policies.parameters("shared")))
             self._zero()
-            sums = self.backward(mb, w, stats if k == 0 else None)
+            for key, v in self.backward(mb, w, stats if k == 0 else None).items():
+                totals[key] = totals.get(key, 0.0) + v
             for slot, opt in self.optimizers.items():
                 norm = float(torch.nn.utils.clip_grad_norm_(self.policies.parameters(slot), self.cfg.grad_clip))
                 out["grad_norm"] = out.get("grad_norm", 0.0) + norm / len(parts)
                 if self.policies.sharing != "shared" and any(self.policies.slot(s.role) == slot for s in mb):
                     role_norms.setdefault(slot, []).append(norm)  # a role absent this step has no norm, not 0
                 opt.step()
-            for key, v in sums.items():
-                out[key] = out.get(key, 0.0) + v / len(parts)
         self._zero()
         for model in self.policies.modules():  # back to sampling mode once, not per decode step
             model.eval()
+        out.update(pool_metrics(totals, len(parts)))
         out.update(finalize_role_stats(stats))
         tokens = sum(v["tokens"] for v in stats.values())
         out["entropy"] = sum(v["entropy"] for v in stats.values()) / max(tokens, 1.0)
@@ -119,3 +139,14 @@ class Updater:
 
     def state_dict(self) -> dict[str, dict]:
         return {slot: opt.state_dict() for slot, opt in self.optimizers.items()}
+
+
+def pool_metrics(totals: dict[str, float], minibatches: int) -> dict[str, float]:
+    """Step metrics from the sums of `Updater.backward` over all minibatches: the loss averaged
+    over minibatches, every other metric divided by the token count (a plain token mean)."""
+    if not totals:
+        return {}
+    n = max(totals["tokens"], 1.0)
+    out = {k: v / n for k, v in totals.items() if k not in ("loss", "tokens")}
+    out["loss"] = totals["loss"] / max(minibatches, 1)
+    return out
