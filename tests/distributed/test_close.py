@@ -59,6 +59,15 @@ def test_a_failing_part_does_not_keep_the_others_open():
         tr.task.pool.map([{"solution": "", "entry_point": "f", "tests": []}])
 
 
+def test_close_of_a_trainer_whose_init_stopped_half_way_closes_what_exists():
+    tr = code_trainer()
+    half = Trainer.__new__(Trainer)
+    half.task = tr.task  # __init__ built the task, then failed before the backend and the policies
+    half.close()
+    with pytest.raises(RuntimeError, match="shutdown"):
+        tr.task.pool.map([{"solution": "", "entry_point": "f", "tests": []}])
+
+
 def test_a_rollout_worker_closes_its_task_pool_and_engine():
     """What RayBackend.close asks of each idle worker before killing it."""
     from swarmrl.distributed.worker import RolloutWorker

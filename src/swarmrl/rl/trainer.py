@@ -190,14 +190,17 @@ class Trainer:
         """Release what the run holds, on success, error or Ctrl-C: the backend (Ray workers and a
         cluster it started; the vLLM engine it attached), an engine set on the policies directly,
         and the task's sandbox pool. Idempotent. Every part is closed even when one fails; the
-        first failure is raised after."""
+        first failure is raised after. Safe on a trainer whose __init__ stopped half way."""
         first: Exception | None = None
         for part in ("backend", "engine", "task"):
             try:
                 if part == "engine":  # read after the backend's close, which may have closed it already
-                    obj, self.policies.engine = self.policies.engine, None
+                    policies = getattr(self, "policies", None)
+                    obj = getattr(policies, "engine", None)
+                    if obj is not None:
+                        policies.engine = None
                 else:
-                    obj = getattr(self, part)
+                    obj = getattr(self, part, None)
                 close = getattr(obj, "close", None)  # tasks without resources have no close()
                 if close is not None:
                     close()
