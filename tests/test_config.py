@@ -160,3 +160,84 @@ def test_to_dict_round_trips():
     from swarmrl.config import config_from_dict
     cfg = load_config(None, ["rl.steps=3", "clock.message_latency_s=0.2"])
     assert config_from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("run.threads=0", "run.threads must be >= 1 (torch needs at least one thread), got 0"),
+    ("run.checkpoint_every=-1", "run.checkpoint_every must be >= 0 (0 = only the last step), got -1"),
+    ("run.samples_per_step=-1", "run.samples_per_step must be >= 0 (0 = none), got -1"),
+    ("rl.steps=0", "rl.steps must be >= 1"),
+    ("rl.grad_clip=0", "rl.grad_clip must be > 0"),
+    ("rl.kl_coef=-0.1", "rl.kl_coef must be >= 0"),
+    ("rl.weight_decay=-1", "rl.weight_decay must be >= 0"),
+    ("model.hidden_size=0", "model.hidden_size must be >= 1, got 0"),
+    ("model.num_layers=0", "model.num_layers must be >= 1, got 0"),
+    ("model.num_heads=0", "model.num_heads must be >= 1, got 0"),
+    ("model.num_kv_heads=0", "model.num_kv_heads must be >= 1, got 0"),
+    ("model.intermediate_size=0", "model.intermediate_size must be >= 1, got 0"),
+    ("model.hidden_size=4", "the head dimension, 1) must be even and >= 2"),
+    ("model.max_context_tokens=16", "model.max_context_tokens must be >= sampler.max_new_tokens_per_turn + 128 (= 192"),
+    ("sampler.max_turns_per_agent=0", "sampler.max_turns_per_agent must be >= 1"),
+    ("warmstart.batch_sequences=0", "warmstart.batch_sequences must be >= 1, got 0"),
+    ("warmstart.epochs=0", "warmstart.epochs must be >= 1, got 0"),
+    ("warmstart.demos_per_strategy=0", "warmstart.demos_per_strategy must be >= 1, got 0"),
+    ("warmstart.lr=0", "warmstart.lr must be > 0"),
+    ("warmstart.seed=-1", "warmstart.seed must be >= 0"),
+    ("seed=-1", "seed must be >= 0 (numpy seeds are non-negative), got -1"),
+    ("task.eval_seed=-1", "task.eval_seed must be >= 0"),
+    ("policy.lora_alpha=0", "policy.lora_alpha must be > 0"),
+    ("detectors.patience=0", "detectors.patience must be >= 1"),
+    ("detectors.amplification_ratio=0", "detectors.amplification_ratio must be > 0"),
+    ("eval.time_limit=-1", "eval.time_limit must be >= 0"),
+    ("time_limit.start=7", "time_limit.start (7) must be <= time_limit.end (6)"),
+    ("task.dataset=humaneval", "task.dataset='humaneval' is for task.name=math or code"),
+    ("rl.lr=.inf", "rl.lr: expected a finite number, got inf"),
+    ("rl.lr={", "rl.lr: cannot parse the value '{'"),
+])
+def test_meaningless_numbers_are_rejected_naming_key_and_value(override, fragment):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["task.name=math", "task.dataset=humaneval"], "task.dataset=humaneval is a code dataset"),
+    (["task.name=code", "task.dataset=champ"], "task.dataset=champ is a math dataset"),
+])
+def test_builtin_dataset_of_the_other_task(overrides, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        load_config(None, overrides)
+
+
+def test_boundary_values_that_mean_something_are_accepted():
+    cfg = load_config(None, ["rl.steps=1", "run.checkpoint_every=0", "run.samples_per_step=0",
+                             "model.max_context_tokens=192", "time_limit.start=7", "time_limit.schedule=constant"])
+    assert (cfg.rl.steps, cfg.run.checkpoint_every, cfg.model.max_context_tokens) == (1, 0, 192)
+    # the head-dimension rule concerns the tiny model only: a named model brings its own sizes
+    assert load_config(None, ["model.name_or_path=some/model", "model.hidden_size=6"]).model.hidden_size == 6
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"rl: {steps: 2\n", "bad.yaml: invalid YAML at line 2, column 1"),
+    (b"- a\n- b\n", "bad.yaml: the top level must be a mapping, got a list"),
+    (b"just text\n", "bad.yaml: the top level must be a mapping, got a str"),
+    (b"\xff\xfe rl: 1\n", "bad.yaml: not a UTF-8 text file (byte 0"),
+])
+def test_unreadable_yaml_names_the_file(content, fragment, tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_bytes(content)
+    with pytest.raises(ConfigError) as e:
+        load_config(p, ["rl.steps=3"])
+    assert fragment in str(e.value)
+
+
+def test_empty_yaml_is_the_defaults_and_a_directory_is_not_a_config(tmp_path):
+    (tmp_path / "empty.yaml").write_text("# nothing\n")
+    assert load_config(tmp_path / "empty.yaml") == Config()
+    with pytest.raises(ConfigError, match=f"{tmp_path}: not a file"):
+        load_config(tmp_path)
+
+
+def test_override_into_a_section_that_is_not_a_mapping():
+    with pytest.raises(ConfigError, match=r"rl: expected a mapping, got 3 \(cannot set 'rl.steps'\)"):
+        apply_overrides({"rl": 3}, ["rl.steps=2"])

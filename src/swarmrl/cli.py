@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
 
+import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from swarmrl.config import Config, ConfigError, load_config
+from swarmrl.config_load import read_yaml
 
 REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 DEMO_CONFIG = "rlcr_arith.yaml"
@@ -46,16 +50,47 @@ def cmd_pretrain(args, console: Console) -> int:
 def cmd_train(args, console: Console) -> int:
     from swarmrl.rl.loop import train
     if args.resume:
-        # Only distributed.* (and run.progress / run.threads) may change: e.g. resume a Ray run locally.
+        if args.config or args.out or args.init or args.overwrite:
+            raise ConfigError("--resume DIR continues that run with its own config.yaml: "
+                              "drop CONFIG, --out, --init and --overwrite")
+        # Only the keys of rl/loop.py RESUME_OVERRIDABLE may change: e.g. resume a Ray run locally.
         run = train(Config(), Path(args.resume), resume=True, log=console.print, resume_overrides=args.overrides)
     else:
         if not args.out:
             raise ConfigError("train needs --out DIR (or --resume DIR)")
         cfg = load_config(resolve_config(args.config), args.overrides)
+        _check_out(Path(args.out), args.overwrite)  # before a warm start that may take minutes
+        if args.init and not Path(args.init).is_dir():
+            raise ConfigError(f"--init {args.init}: no such model directory")
         init = Path(args.init) if args.init else _policy_init(cfg, console.print)
         run = train(cfg, Path(args.out), init_policy=init, log=console.print, overwrite=args.overwrite)
     console.print(f"run: {run.path}  (metrics.jsonl, samples/, checkpoints/, plots/)")
     return 0
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """The checks RunDir.create makes, made early so that a bad --out costs nothing."""
+    from swarmrl.runs.rundir import METRICS
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory")
+    if (out / METRICS).exists() and not overwrite:
+        raise FileExistsError(f"{out} already contains a run ({METRICS}); use --resume {out} to continue it, "
+                              "or --overwrite to start over")
+
+
+def _check_eval_args(args) -> None:
+    """Flags of eval/scale: a zero or negative count would silently mean 'the config's default'."""
+    if not Path(args.checkpoint).exists():
+        raise ConfigError(f"{args.checkpoint}: no such run, checkpoint or model directory")
+    if args.problems is not None and args.problems < 1:
+        raise ConfigError(f"--problems must be >= 1, got {args.problems}")
+    if getattr(args, "team_size", None) is not None and args.team_size < 1:
+        raise ConfigError(f"--team-size must be >= 1 (the CEO counts), got {args.team_size}")
+    limit = getattr(args, "time_limit", None)
+    if limit is not None and not (math.isfinite(limit) and limit > 0):
+        raise ConfigError(f"--time-limit must be > 0 seconds, got {limit:g}")
+    if getattr(args, "json", None) and not Path(args.json).resolve().parent.is_dir():
+        raise ConfigError(f"--json {args.json}: the directory {Path(args.json).resolve().parent} does not exist")
 
 
 def cmd_eval(args, console: Console) -> int:
@@ -63,6 +98,7 @@ def cmd_eval(args, console: Console) -> int:
     from swarmrl.rl.evaluate import evaluate
     from swarmrl.rl.loop import load_trained_policy
     import torch
+    _check_eval_args(args)
     policy, run_cfg = load_trained_policy(Path(args.checkpoint))
     if args.config:
         cfg = load_config(resolve_config(args.config), args.overrides)
@@ -128,7 +164,7 @@ def cmd_demo(args, console: Console) -> int:
 
 def cmd_report(args, console: Console) -> int:
     from swarmrl.report.plots import plot_run
-    for p in plot_run(Path(args.run)):
+    for p in plot_run(Path(args.run), require_metrics=True):
         console.print(str(p))
     return 0
 
@@ -147,6 +183,7 @@ def cmd_scale(args, console: Console) -> int:
     from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
     from swarmrl.rl.loop import load_trained_policy
     from swarmrl.scaling.scale import ScaleSpec, check_same_task, check_spec, run_scaling, summarize, write_table
+    _check_eval_args(args)
     if args.config:
         cfg = load_config(resolve_config(args.config), args.overrides)
     else:
@@ -181,7 +218,6 @@ def cmd_scale(args, console: Console) -> int:
 
 def _run_config(path: Path) -> dict | None:
     """The resolved config of a run dir or of a checkpoint inside one (None for a bare model dir)."""
-    import yaml
     for cand in (path / "config.yaml", path.parent.parent / "config.yaml"):
         if cand.exists() and (cand.parent / "model").exists():
             return yaml.safe_load(cand.read_text())
@@ -193,6 +229,7 @@ def cmd_experiment(args, console: Console) -> int:
     if args.name != "latency-shaping":
         raise ConfigError(f"unknown experiment {args.name!r} (known: latency-shaping)")
     path = resolve_config(args.config or "experiments/latency_shaping.yaml")
+    read_yaml(path)  # unreadable or malformed YAML: an error naming the file
     exp = load_experiment(path, args.overrides)
     report = run_experiment(exp, Path(args.out), resolve_config, init=Path(args.init) if args.init else None,
                             log=console.print)
@@ -202,7 +239,9 @@ def cmd_experiment(args, console: Console) -> int:
 
 def cmd_sweep(args, console: Console) -> int:
     from swarmrl.sweep.run import run_sweep
-    csv_path, md_path = run_sweep(resolve_config(args.grid), Path(args.out), log=console.print)
+    grid = resolve_config(args.grid)
+    read_yaml(grid)  # unreadable or malformed YAML: an error naming the file
+    csv_path, md_path = run_sweep(grid, Path(args.out), log=console.print)
     console.print(md_path.read_text())
     console.print(f"table: {csv_path}  {md_path}")
     return 0
@@ -276,8 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     from swarmrl.runs.checkpoint import CheckpointError
     try:
         return args.fn(args, console)
-    except (ConfigError, CheckpointError, FileNotFoundError, FileExistsError, ValueError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
+    # ValueError covers ConfigError, DatasetError and a corrupt model directory; OSError a path
+    # that cannot be read or written; YAMLError a YAML file read by another module. Anything
+    # else is a bug and keeps its traceback.
+    except (ConfigError, CheckpointError, OSError, ValueError, KeyError, yaml.YAMLError) as e:
+        # Escaped: paths and values may contain [...]. Unwrapped: a path stays on one line.
+        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         return 2
 
 

@@ -99,7 +99,8 @@ class ModelConfig:
     intermediate_size: int = 384
     """Tiny model: MLP width."""
     max_context_tokens: int = 1024
-    """Longest agent context (prompt + all turns) in tokens; longer contexts end the agent."""
+    """Longest agent context (prompt + all turns) in tokens; longer contexts end the agent. At least
+    `sampler.max_new_tokens_per_turn` + 128: a problem header and one turn must fit."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Parameter dtype (float32 on CPU)."""
 
@@ -147,7 +148,8 @@ class ClockConfig:
 @dataclass
 class TimeLimitConfig:
     start: float = 4.0
-    """Deadline (simulated seconds) at step 0; rewards after the deadline are not earned."""
+    """Deadline (simulated seconds) at step 0; rewards after the deadline are not earned. At most
+    `end` (the deadline grows) unless the schedule is `constant`."""
     end: float = 6.0
     """Deadline at and after `ramp_steps`."""
     ramp_steps: int = 20
@@ -174,7 +176,7 @@ class ShapingConfig:
 @dataclass
 class RLConfig:
     steps: int = 40
-    """Optimizer steps of RL training."""
+    """Optimizer steps of RL training (at least 1)."""
     problems_per_step: int = 4
     """Distinct problems per step."""
     rollouts_per_problem: int = 8
@@ -234,7 +236,7 @@ class WarmStartConfig:
 @dataclass
 class RunConfig:
     checkpoint_every: int = 10
-    """Steps between checkpoints (the last step is always saved)."""
+    """Steps between checkpoints (the last step is always saved; 0 = the last step only)."""
     samples_per_step: int = 4
     """Trajectories written to samples/ each step."""
     progress: bool = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +43,8 @@ def _coerce(path: str, value: Any, typ: Any) -> Any:
                 pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if not math.isfinite(value):  # YAML's .nan / .inf pass every `>` check or fail it silently
+            raise ConfigError(f"{path}: expected a finite number, got {value!r}")
         return float(value)
     if typ is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -94,65 +97,170 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             raise ConfigError(f"unknown config key '{key}'{_suggest(key, keys)}")
         node = data
         parts = key.split(".")
-        for part in parts[:-1]:
+        for i, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
-        node[parts[-1]] = yaml.safe_load(raw) if raw != "" else ""
+            if not isinstance(node, dict):
+                section = ".".join(parts[:i + 1])
+                raise ConfigError(f"{section}: expected a mapping, got {node!r} (cannot set '{key}')")
+        node[parts[-1]] = _parse_value(key, raw)
     return data
 
 
+def _parse_value(key: str, raw: str) -> Any:
+    if raw == "":
+        return ""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise ConfigError(f"{key}: cannot parse the value {raw!r}") from None
+
+
+def _value(cfg: Config, key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+# (key, bound, strict): the value must be > bound (strict) or >= bound, else an error naming
+# the key and its value. Zero counts and sizes crash deep inside torch or numpy, or silently
+# run nothing (`rl.steps=0` trains no step and writes no metrics), so they stop here.
+_LOWER_BOUNDS: list[tuple[str, float, bool, str]] = [
+    ("seed", 0, False, "numpy seeds are non-negative"),
+    ("task.terms_per_item", 2, False, ""),
+    ("task.eval_seed", 0, False, "numpy seeds are non-negative"),
+    ("workflow.generators", 1, False, "a multiplicity"),
+    ("workflow.workers", 1, False, "a multiplicity"),
+    ("policy.lora_rank", 1, False, ""),
+    ("policy.lora_alpha", 0, True, "0 would switch the adapters off"),
+    ("model.hidden_size", 1, False, ""),
+    ("model.num_layers", 1, False, ""),
+    ("model.num_heads", 1, False, ""),
+    ("model.num_kv_heads", 1, False, ""),
+    ("model.intermediate_size", 1, False, ""),
+    ("sampler.temperature", 0, True, ""),
+    ("sampler.max_new_tokens_per_turn", 1, False, ""),
+    ("sampler.max_turns_per_agent", 1, False, "an agent with no turn does nothing"),
+    ("sampler.kv_cache_mb", 0, False, "0 = no cap"),
+    ("clock.call_overhead_s", 0, False, ""),
+    ("clock.prefill_tokens_per_s", 0, True, ""),
+    ("clock.decode_tokens_per_s", 0, True, ""),
+    ("clock.message_latency_s", 0, False, ""),
+    ("time_limit.start", 0, True, "seconds"),
+    ("time_limit.end", 0, True, "seconds"),
+    ("time_limit.ramp_steps", 0, False, ""),
+    ("shaping.penalty_per_s", 0, False, ""),
+    ("shaping.safety_cap_s", 0, True, "seconds"),
+    ("rl.steps", 1, False, "0 steps would train nothing and write an empty run"),
+    ("rl.problems_per_step", 1, False, ""),
+    ("rl.rollouts_per_problem", 2, False, "a group needs a baseline"),
+    ("rl.clip_eps", 0, True, ""),
+    ("rl.kl_coef", 0, False, "0 = off"),
+    ("rl.lr", 0, True, ""),
+    ("rl.weight_decay", 0, False, ""),
+    ("rl.grad_clip", 0, True, "0 would zero every gradient"),
+    ("rl.micro_batch_tokens", 64, False, ""),
+    ("rl.minibatches_per_step", 1, False, ""),
+    ("rl.role_grad_interval", 0, False, "0 = never"),
+    ("warmstart.demos_per_strategy", 1, False, ""),
+    ("warmstart.epochs", 1, False, ""),
+    ("warmstart.lr", 0, True, ""),
+    ("warmstart.batch_sequences", 1, False, ""),
+    ("warmstart.seed", 0, False, "numpy seeds are non-negative"),
+    ("run.checkpoint_every", 0, False, "0 = only the last step"),
+    ("run.samples_per_step", 0, False, "0 = none"),
+    ("run.threads", 1, False, "torch needs at least one thread"),
+    ("run.keep_checkpoints", 0, False, "0 = keep all"),
+    ("eval.problems", 1, False, ""),
+    ("eval.time_limit", 0, False, "0 = time_limit.end"),
+    ("eval.val_interval", 0, False, "0 = never"),
+    ("eval.val_problems", 1, False, ""),
+    ("detectors.amplification_ratio", 0, True, ""),
+    ("detectors.patience", 1, False, ""),
+    ("detectors.capture_min_shift", 0, False, ""),
+    ("detectors.cliff_drop", 0, False, ""),
+]
+
+
+# The runtime ends an agent whose context cannot take another turn plus a reserve (64 tokens,
+# collective/runtime.py); below a header's worth more, every agent is cut after one turn.
+CONTEXT_MARGIN_TOKENS = 128
+
+
 def validate(cfg: Config) -> Config:
-    """Value checks that types cannot express."""
-    checks = [
-        (1 <= cfg.task.items_per_problem <= 26, "task.items_per_problem must be in [1, 26] (items are labelled A-Z)"),
-        (cfg.task.terms_per_item >= 2, "task.terms_per_item must be >= 2"),
-        (1 <= cfg.task.max_step < cfg.task.modulus, "task.max_step must be in [1, modulus - 1]"),
-        (0.0 <= cfg.task.dependency_rate <= 1.0, "task.dependency_rate must be in [0, 1]"),
-        (2 <= cfg.task.modulus <= 10, "task.modulus must be in [2, 10] (single-digit answers)"),
-        (0 <= cfg.workflow.max_experts <= 8, "workflow.max_experts must be in [0, 8]"),
-        (cfg.workflow.generators >= 1, "workflow.generators (a multiplicity) must be >= 1"),
-        (cfg.workflow.workers >= 1, "workflow.workers (a multiplicity) must be >= 1"),
-        (cfg.workflow.max_hires_per_rollout >= cfg.workflow.max_experts,
-         "workflow.max_hires_per_rollout must be >= workflow.max_experts (or the cap cannot be reached)"),
-        (cfg.sampler.kv_cache_mb >= 0, "sampler.kv_cache_mb must be >= 0 (0 = no cap)"),
-        (cfg.run.keep_checkpoints >= 0, "run.keep_checkpoints must be >= 0 (0 = keep all)"),
-        (cfg.policy.lora_rank >= 1, "policy.lora_rank must be >= 1"),
-        (cfg.rl.role_grad_interval >= 0, "rl.role_grad_interval must be >= 0"),
-        (cfg.eval.val_interval >= 0, "eval.val_interval must be >= 0"),
-        (cfg.eval.val_problems >= 1, "eval.val_problems must be >= 1"),
-        (cfg.time_limit.start > 0, "time_limit.start must be > 0 seconds"),
-        (cfg.time_limit.end > 0, "time_limit.end must be > 0 seconds"),
-        (cfg.shaping.penalty_per_s >= 0, "shaping.penalty_per_s must be >= 0"),
-        (cfg.shaping.safety_cap_s > 0, "shaping.safety_cap_s must be > 0 seconds"),
-        (cfg.time_limit.ramp_steps >= 0, "time_limit.ramp_steps must be >= 0"),
-        (cfg.rl.steps >= 0, "rl.steps must be >= 0"),
-        (cfg.rl.problems_per_step >= 1, "rl.problems_per_step must be >= 1"),
-        (cfg.rl.rollouts_per_problem >= 2, "rl.rollouts_per_problem must be >= 2 (a group needs a baseline)"),
-        (cfg.rl.lr > 0, "rl.lr must be > 0"),
-        (0.0 <= cfg.rl.smaller_caps_fraction <= 1.0, "rl.smaller_caps_fraction must be in [0, 1]"),
-        (cfg.rl.smaller_caps_fraction == 0 or (cfg.workflow.name == "org" and cfg.workflow.max_experts >= 1),
-         "rl.smaller_caps_fraction needs workflow.name=org with max_experts >= 1 (only a CEO who hires has a cap)"),
-        (cfg.rl.clip_eps > 0, "rl.clip_eps must be > 0"),
-        (cfg.rl.micro_batch_tokens >= 64, "rl.micro_batch_tokens must be >= 64"),
-        (cfg.rl.minibatches_per_step >= 1, "rl.minibatches_per_step must be >= 1"),
-        (cfg.sampler.temperature > 0, "sampler.temperature must be > 0"),
-        (cfg.sampler.max_new_tokens_per_turn >= 1, "sampler.max_new_tokens_per_turn must be >= 1"),
-        (cfg.clock.call_overhead_s >= 0, "clock.call_overhead_s must be >= 0"),
-        (cfg.clock.decode_tokens_per_s > 0, "clock.decode_tokens_per_s must be > 0"),
-        (cfg.clock.prefill_tokens_per_s > 0, "clock.prefill_tokens_per_s must be > 0"),
-        (cfg.clock.message_latency_s >= 0, "clock.message_latency_s must be >= 0"),
-        (cfg.model.num_heads % max(cfg.model.num_kv_heads, 1) == 0, "model.num_heads must be a multiple of model.num_kv_heads"),
-        (cfg.eval.time_limit >= 0, "eval.time_limit must be >= 0 (0 = time_limit.end)"),
-        (0 <= cfg.eval.team_size <= cfg.workflow.max_experts + 1, "eval.team_size must be in [0, workflow.max_experts + 1]"),
-        (cfg.eval.problems >= 1, "eval.problems must be >= 1"),
-    ]
-    checks += _sandbox_checks(cfg)
-    checks += _distributed_checks(cfg)
-    for ok, msg in checks:
-        if not ok:
-            raise ConfigError(msg)
+    """Value checks that types cannot express; the first failure is a ConfigError naming the key."""
+    # Group by group: the cross checks divide by values that the bounds have checked by then.
+    for group in (_bound_checks, _range_checks, _cross_checks, _sandbox_checks, _task_checks, _distributed_checks):
+        for ok, msg in group(cfg):
+            if not ok:
+                raise ConfigError(msg)
     # sampler.engine=vllm is checked against the hardware by the trainer (policy/vllm_engine.py);
     # rl.advantage / rl.loss are checked against their registries by the trainer (in rl/).
     return cfg
+
+
+def _bound_checks(cfg: Config) -> list[tuple[bool, str]]:
+    out = []
+    for key, bound, strict, why in _LOWER_BOUNDS:
+        v = _value(cfg, key)
+        ok = v > bound if strict else v >= bound
+        out.append((ok, f"{key} must be {'>' if strict else '>='} {bound:g}{f' ({why})' if why else ''}, got {v!r}"))
+    return out
+
+
+def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
+    t, w = cfg.task, cfg.workflow
+    return [
+        (1 <= t.items_per_problem <= 26,
+         f"task.items_per_problem must be in [1, 26] (items are labelled A-Z), got {t.items_per_problem}"),
+        (2 <= t.modulus <= 10, f"task.modulus must be in [2, 10] (single-digit answers), got {t.modulus}"),
+        (1 <= t.max_step < t.modulus, f"task.max_step must be in [1, modulus - 1], got {t.max_step}"),
+        (0.0 <= t.dependency_rate <= 1.0, f"task.dependency_rate must be in [0, 1], got {t.dependency_rate}"),
+        (0 <= w.max_experts <= 8, f"workflow.max_experts must be in [0, 8], got {w.max_experts}"),
+        (0.0 <= cfg.rl.smaller_caps_fraction <= 1.0,
+         f"rl.smaller_caps_fraction must be in [0, 1], got {cfg.rl.smaller_caps_fraction}"),
+        (0 <= cfg.eval.team_size <= w.max_experts + 1,
+         f"eval.team_size must be in [0, workflow.max_experts + 1] (0 = the largest team), got {cfg.eval.team_size}"),
+    ]
+
+
+def _cross_checks(cfg: Config) -> list[tuple[bool, str]]:
+    """Checks that relate two keys (after every key is in range on its own)."""
+    m, tl, w = cfg.model, cfg.time_limit, cfg.workflow
+    min_ctx = cfg.sampler.max_new_tokens_per_turn + CONTEXT_MARGIN_TOKENS
+    head_dim = m.hidden_size // m.num_heads
+    return [
+        (w.max_hires_per_rollout >= w.max_experts,
+         "workflow.max_hires_per_rollout must be >= workflow.max_experts (or the cap cannot be reached), "
+         f"got {w.max_hires_per_rollout} < {w.max_experts}"),
+        (cfg.rl.smaller_caps_fraction == 0 or (w.name == "org" and w.max_experts >= 1),
+         "rl.smaller_caps_fraction needs workflow.name=org with max_experts >= 1 (only a CEO who hires has a cap)"),
+        (m.num_heads % m.num_kv_heads == 0,
+         f"model.num_heads must be a multiple of model.num_kv_heads, got {m.num_heads} and {m.num_kv_heads}"),
+        (bool(m.name_or_path) or (head_dim >= 2 and head_dim % 2 == 0),
+         f"model.hidden_size // model.num_heads (the head dimension, {head_dim}) must be even and >= 2 "
+         "(rotary embeddings rotate pairs of dimensions)"),
+        (m.max_context_tokens >= min_ctx,
+         f"model.max_context_tokens must be >= sampler.max_new_tokens_per_turn + {CONTEXT_MARGIN_TOKENS} "
+         f"(= {min_ctx}: a problem header and one turn), got {m.max_context_tokens}"),
+        (tl.schedule == "constant" or tl.ramp_steps == 0 or tl.start <= tl.end,
+         f"time_limit.start ({tl.start:g}) must be <= time_limit.end ({tl.end:g}): the curriculum's deadline "
+         "grows (time_limit.schedule=constant uses end alone)"),
+    ]
+
+
+def _task_checks(cfg: Config) -> list[tuple[bool, str]]:
+    t = cfg.task
+    return [
+        (t.name != "math" or t.dataset_format != "deepcoder",
+         "task.dataset_format=deepcoder is a code format; math takes dapo or gsm8k"),
+        (t.name != "code" or t.dataset_format in ("auto", "deepcoder"),
+         "task.dataset_format for code must be auto or deepcoder"),
+        (t.name != "arith" or not t.dataset,
+         f"task.dataset={t.dataset!r} is for task.name=math or code (arith generates its problems)"),
+        (t.name != "math" or t.dataset != "humaneval", "task.dataset=humaneval is a code dataset; math takes champ or a file"),
+        (t.name != "code" or t.dataset != "champ", "task.dataset=champ is a math dataset; code takes humaneval or a file"),
+    ]
 
 
 def _sandbox_checks(cfg: Config) -> list[tuple[bool, str]]:
@@ -166,10 +274,6 @@ def _sandbox_checks(cfg: Config) -> list[tuple[bool, str]]:
         (sb.max_output_bytes >= 1024, "sandbox.max_output_bytes must be >= 1024"),
         (1 <= sb.workers <= 64, "sandbox.workers must be in [1, 64]"),
         (0.0 <= sb.max_infra_error_rate <= 1.0, "sandbox.max_infra_error_rate must be in [0, 1]"),
-        (cfg.task.name != "math" or cfg.task.dataset_format != "deepcoder",
-         "task.dataset_format=deepcoder is a code format; math takes dapo or gsm8k"),
-        (cfg.task.name != "code" or cfg.task.dataset_format in ("auto", "deepcoder"),
-         "task.dataset_format for code must be auto or deepcoder"),
     ]
 
 
@@ -196,10 +300,26 @@ def config_from_dict(data: dict) -> Config:
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
     """YAML file (or None for defaults) + `key=value` overrides -> validated Config."""
-    data: dict = {}
-    if path is not None:
-        p = Path(path)
-        if not p.exists():
-            raise ConfigError(f"config file not found: {p}")
-        data = yaml.safe_load(p.read_text()) or {}
+    data = read_yaml(path) if path is not None else {}
     return config_from_dict(apply_overrides(data, list(overrides or [])))
+
+
+def read_yaml(path: str | Path) -> dict:
+    """A YAML file whose top level is a mapping (empty file: {}); any other content is a
+    ConfigError naming the file (and the line, for a syntax error)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}" if not p.exists() else f"{p}: not a file")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not a UTF-8 text file (byte {e.start}: {e.reason})") from None
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        raise ConfigError(f"{p}: invalid YAML{at}: {getattr(e, 'problem', None) or e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping, got a {type(data).__name__}")
+    return data

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
-from swarmrl.config import load_config
+import pytest
+
+from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.policy.warmstart import demonstrations
+from swarmrl.policy.warmstart import demonstrations, warm_start
 
 
 def test_demos_respect_the_header_cap_and_include_a_max0_solo_block():
@@ -23,3 +25,18 @@ def test_demos_respect_the_header_cap_and_include_a_max0_solo_block():
     cap0 = [h for h, c in zip(hires, caps) if c == 0]
     assert len(cap0) >= n // (cfg.workflow.max_experts + 2) and not any(cap0)
     assert stats["invalid_actions"] == 0  # (scores < 1 here: the tiny config caps turns per agent at 4)
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["task.name=math"], "task.name=math: the warm start has scripted demonstrations for task.name=arith only"),
+    (["task.name=code"], "task.name=code: the warm start has scripted demonstrations for task.name=arith only"),
+    (["model.name_or_path=some/model"], "model.name_or_path is set"),
+])
+def test_warm_start_refuses_what_it_cannot_demonstrate_before_building_anything(overrides, fragment, tmp_path):
+    cfg = load_config("configs/tiny_test.yaml", [f"warmstart.cache_dir={tmp_path / 'cache'}", *overrides])
+    with pytest.raises(ConfigError) as e:
+        warm_start(cfg, log=lambda *_: None)
+    assert fragment in str(e.value)
+    if cfg.task.name != "arith":
+        assert "model.name_or_path=" in str(e.value) and "--init" in str(e.value)  # what to use instead
+    assert not (tmp_path / "cache").exists()

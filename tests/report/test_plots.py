@@ -62,3 +62,15 @@ def test_rolling_mean_matches_hand_computation():
 def test_role_metrics_grouping():
     rows = [{"role/ceo/loss": 1.0, "role/a/b/loss": 2.0, "role/x/tok": None, "role/bad": 1}]
     assert role_metrics(rows) == {"loss": {"ceo": "role/ceo/loss", "a/b": "role/a/b/loss"}}
+
+
+def test_plot_run_can_require_metrics(tmp_path):
+    import pytest
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'nope'}: no such run directory"):
+        plot_run(tmp_path / "nope", require_metrics=True)
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl not found"):
+        plot_run(tmp_path, require_metrics=True)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n')  # a row, but no metric to draw
+    with pytest.raises(ValueError, match="no metrics to plot"):
+        plot_run(tmp_path, require_metrics=True)
+    assert plot_run(tmp_path) == []  # the training loop's call stays lenient

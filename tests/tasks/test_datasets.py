@@ -110,3 +110,27 @@ def test_humaneval_builtin():
     recs = humaneval_records()
     assert len(recs) == 164 and recs[0].id == "HumanEval-0" and recs[0].entry_point == "has_close_elements"
     assert all(any(t["counted"] for t in r.tests) and r.reference.startswith(r.prompt) for r in recs)
+
+
+def test_bad_bytes_and_unreadable_paths_name_the_file_and_row(tmp_path):
+    bad = tmp_path / "latin.jsonl"
+    bad.write_bytes(b'{"prompt": "x", "answer": "1"}\n{"prompt": "caf\xe9", "answer": "2"}\n')
+    with pytest.raises(DatasetError, match=r"latin.jsonl: row 1: not UTF-8 text"):
+        read_rows(bad)
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
+    with pytest.raises(DatasetError, match=r"folder.jsonl: cannot read"):
+        read_rows(folder)
+
+
+def test_deepcoder_inputs_and_outputs_must_pair_up(tmp_path):
+    rows = [{"prompt": "p", "tests": {"inputs": 3, "outputs": 4}}]
+    with pytest.raises(DatasetError, match=r"dc.jsonl: row 0: field 'tests': 'inputs' and 'outputs' must be lists"):
+        load_code(write_jsonl(tmp_path / "dc.jsonl", rows))
+    rows = [{"prompt": "p", "tests": {"inputs": ["1"], "outputs": ["1", "2"]}}]
+    with pytest.raises(DatasetError, match=r"of the same length"):
+        load_code(write_jsonl(tmp_path / "dc.jsonl", rows))
+
+
+def test_dataset_errors_are_value_errors():
+    assert issubclass(DatasetError, ValueError)  # the CLI reports ValueErrors as `error: ...`, exit 2

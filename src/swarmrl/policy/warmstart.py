@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from swarmrl.collective import runtime as runtime_module
-from swarmrl.config import Config
+from swarmrl.config import Config, ConfigError
 from swarmrl.policy import model as model_module
 from swarmrl.policy import tokenizer as tokenizer_module
 from swarmrl.policy.model import Policy, build_tiny_policy, load_policy, save_policy
@@ -165,11 +165,21 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
     return losses
 
 
+def check_warm_start(cfg: Config) -> None:
+    """Refuse, before anything is built, a config the scripted demonstrations cannot serve."""
+    if cfg.model.name_or_path:
+        raise ConfigError("warm start builds the tiny default model; model.name_or_path is set, "
+                          "so the model is used as is (it is the prior)")
+    if cfg.task.name != "arith":
+        # The scripted strategies write arithmetic items; math and code have no scripted solver.
+        raise ConfigError(f"task.name={cfg.task.name}: the warm start has scripted demonstrations for "
+                          "task.name=arith only; for math or code start from a model instead: "
+                          "model.name_or_path=<Hugging Face model or dir>, or train --init <model dir>")
+
+
 def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     """Return the directory of the warm-started policy, training it if not cached."""
-    if cfg.model.name_or_path:
-        raise ValueError("warm start builds the tiny default model; model.name_or_path is set, "
-                         "so the model is used as is (it is the prior)")
+    check_warm_start(cfg)
     out = Path(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"
     if (out / "warmstart.json").exists() and not force:
         log(f"warm start: cached at {out}")

@@ -187,7 +187,19 @@ def plot_metrics_file(metrics_path: Path, out_dir: Path) -> list[Path]:
     return [p for p in written if p is not None]
 
 
-def plot_run(run_dir: Path) -> list[Path]:
-    """Plot `run_dir/metrics.jsonl` into `run_dir/plots/`."""
+def plot_run(run_dir: Path, require_metrics: bool = False) -> list[Path]:
+    """Plot `run_dir/metrics.jsonl` into `run_dir/plots/`.
+
+    `require_metrics` (the `report` command): a missing run directory, a missing
+    metrics.jsonl or one with nothing to plot is an error naming the path, not an empty list.
+    """
     run_dir = Path(run_dir)
-    return plot_metrics_file(run_dir / METRICS, run_dir / "plots")
+    metrics = run_dir / METRICS
+    if require_metrics and not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run directory")
+    if require_metrics and not metrics.is_file():
+        raise FileNotFoundError(f"{metrics} not found: {run_dir} is not a run directory")
+    paths = plot_metrics_file(metrics, run_dir / "plots")
+    if require_metrics and not paths:
+        raise ValueError(f"{metrics}: no metrics to plot")
+    return paths

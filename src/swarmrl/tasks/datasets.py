@@ -62,20 +62,31 @@ def read_rows(path: str | Path) -> list[dict]:
         except Exception as e:  # pyarrow raises several types for a non-parquet file
             raise DatasetError(f"{p}: not a readable parquet file ({e})") from None
     if p.suffix in (".jsonl", ".json", ".ndjson"):
-        rows = []
-        with p.open(encoding="utf-8") as f:
-            for i, line in enumerate(f):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as e:
-                    raise DatasetError(f"{p}: row {i}: not JSON lines ({e})") from None
-                if not isinstance(row, dict):
-                    raise DatasetError(f"{p}: row {i}: expected a JSON object, got {type(row).__name__}")
-                rows.append(row)
-        return rows
+        return _jsonl_rows(p)
     raise DatasetError(f"{p}: unsupported file type {p.suffix!r} (use .parquet or .jsonl)")
+
+
+def _jsonl_rows(p: Path) -> list[dict]:
+    try:
+        data = p.read_bytes()
+    except OSError as e:  # a directory named like a file, no permission
+        raise DatasetError(f"{p}: cannot read ({e.strerror or e})") from None
+    rows = []
+    for i, raw in enumerate(data.split(b"\n")):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DatasetError(f"{p}: row {i}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise DatasetError(f"{p}: row {i}: not JSON lines ({e})") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{p}: row {i}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+    return rows
 
 
 def field(row: dict, name: str, path: Path | str, index: int) -> Any:
@@ -201,8 +212,11 @@ def deepcoder_tests(raw: Any, entry: str | None, where: str) -> tuple[list[dict]
         except ValueError:
             raw = [raw]  # assert code
     if isinstance(raw, dict) and "inputs" in raw and "outputs" in raw:
+        ins, outs = raw["inputs"], raw["outputs"]
+        if not (isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs)):
+            raise DatasetError(f"{where}: 'inputs' and 'outputs' must be lists of the same length")
         entry = raw.get("fn_name") or entry
-        raw = [{"input": a, "output": b} for a, b in zip(raw["inputs"], raw["outputs"])]
+        raw = [{"input": a, "output": b} for a, b in zip(ins, outs)]
     if not isinstance(raw, list) or not raw:
         raise DatasetError(f"{where}: expected a non-empty list of tests")
     tests = []
