@@ -169,13 +169,13 @@ def _updater_seqs(policy, ratios):
     return seqs
 
 
-def _update(policy, seqs, sharing="shared", **rl):
+def _update(policy, seqs, sharing="shared", loss="ppo_clip", **rl):
     # lr 0: every minibatch sees the initial weights, so the ratios stay the ones set above;
     # 16-token micro-batches split the three sequences in two.
-    cfg = dataclasses.replace(RLConfig(), loss="ppo_clip", lr=0.0, weight_decay=0.0, clip_eps=0.2,
+    cfg = dataclasses.replace(RLConfig(), loss=loss, lr=0.0, weight_decay=0.0, clip_eps=0.2,
                               micro_batch_tokens=16, **rl)
     ps = PolicySet(policy, sharing, ["agg", "gen"], lora_rank=4)
-    return Updater(cfg, ps, get_loss("ppo_clip"), policy.pad_id, seed=0).update(seqs, step=0, measure_roles=False)
+    return Updater(cfg, ps, get_loss(loss), policy.pad_id, seed=0).update(seqs, step=0, measure_roles=False)
 
 
 TINY = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
@@ -211,3 +211,12 @@ def test_step_metrics_pool_over_slots():
     assert out["ratio_mean"] == pytest.approx(9.5 / 9, abs=1e-5)
     assert out["clip_frac"] == pytest.approx(3 / 9, abs=1e-6)
     assert out["approx_kl"] == pytest.approx(KL_BY_HAND, abs=1e-5)
+
+
+def test_a_loss_that_does_not_clip_reports_no_clipped_tokens_overall_or_per_role(tiny):
+    out = _update(tiny, _updater_seqs(tiny, RATIOS), loss="pg")
+    assert out["clip_frac"] == 0.0 and out["role/gen/clip_frac"] == 0.0 and out["role/agg/clip_frac"] == 0.0
+    assert out["ratio_mean"] == pytest.approx(9.5 / 9, abs=1e-5)
+    clipping = _update(tiny, _updater_seqs(tiny, RATIOS))  # per role, ppo_clip: gen 2 of 6, agg 1 of 3
+    assert clipping["role/gen/clip_frac"] == pytest.approx(2 / 6)
+    assert clipping["role/agg/clip_frac"] == pytest.approx(1 / 3)
