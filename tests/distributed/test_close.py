@@ -113,17 +113,18 @@ def test_ctrl_c_during_a_ray_run_leaves_no_ray_process(tmp_path):
     init, out, mark = tmp_path / "init", tmp_path / "run", f"swarmrl-close-{uuid.uuid4().hex}"
     save_policy(build_tiny_policy(tiny_cfg().model), init)
     env = {**os.environ, "SWARMRL_TEST_MARK": mark, "PYTHONPATH": str(REPO / "src")}
+    log = (tmp_path / "train.log").open("wb")  # a file, not a pipe: a full pipe would stall the run
     proc = subprocess.Popen(
         [sys.executable, "-m", "swarmrl.cli", "train", str(TINY), "--out", str(out), "--init", str(init),
          "distributed.backend=ray", "distributed.rollout_workers=2", "rl.steps=1000", "eval.val_interval=0",
          "run.progress=false", "run.checkpoint_every=0"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         # Mid-run: the first step is logged and both rollout workers are up.
         _wait(lambda: proc.poll() is not None or ((out / "metrics.jsonl").exists()
                                                   and (out / "metrics.jsonl").read_text().strip()),
               300, "the first step")
-        assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-3000:]
+        assert proc.poll() is None, (tmp_path / "train.log").read_text(errors="replace")[-3000:]
         workers = [c for c in _marked(mark).values() if c.startswith("ray::RolloutWorker")]
         assert len(workers) == 2, _marked(mark)
         proc.send_signal(signal.SIGINT)
@@ -137,6 +138,7 @@ def test_ctrl_c_during_a_ray_run_leaves_no_ray_process(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        log.close()
         for pid in _marked(mark):  # whatever a failed run left: later tests must not share the machine with it
             try:
                 os.kill(pid, signal.SIGKILL)
