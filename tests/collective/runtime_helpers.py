@@ -14,7 +14,7 @@ from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.runtime import Runtime, RuntimeLimits, render_message
 from swarmrl.config import TaskConfig
 from swarmrl.policy.sampler import Sample
-from swarmrl.policy.tokenizer import build_tokenizer
+from swarmrl.policy.tokenizer import build_tokenizer, encode_text
 from swarmrl.tasks.arith import ArithTask, label
 
 TOK = build_tokenizer()
@@ -26,7 +26,8 @@ NO_DEADLINE = 1e9
 
 
 def encode(text: str, hit_cap: bool = False) -> Sample:
-    ids = TOK.encode(text, add_special_tokens=False) + ([] if hit_cap else [END])
+    # Replies are text: `<|end|>` written in one is characters, as a model's would be.
+    ids = encode_text(TOK, text) + ([] if hit_cap else [END])
     return Sample(ids=ids, logprobs=[-0.5] * len(ids), hit_cap=hit_cap)
 
 

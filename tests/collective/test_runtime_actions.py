@@ -19,7 +19,7 @@ BAD_CEO = [
      ["error: no active teammate named 'expert-1'"]),
     ("fire a stranger", '<fire who="expert-5"/>', ["error: no active expert named expert-5"]),
     ("unknown item", '<submit item="Q">3</submit>', ["error: no item 'Q'"]),
-    ("hit token cap", ("q" * 30, True), ["error: turn cut at 192 tokens"]),
+    ("hit token cap", ("q" * 30, True), ["error: turn cut at 64 tokens"]),
     ("several", "<bar/><baz/>", ["error: unknown action <bar>", "error: unknown action <baz>"]),
 ]
 

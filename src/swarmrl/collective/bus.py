@@ -186,7 +186,7 @@ class MessageBus:
             return self._reject(now, sender, "direct", to, problem)
         msg = self._accept(sender, "direct", to, None, text, now)
         self.stats.direct += 1
-        self._log(now, sender, "direct", to, "ok", message_id=msg.id, chars=len(text))
+        self._log(now, sender, "direct", to, "ok", message_id=msg.id, chars=len(text), deliver_at=msg.deliver_at)
         return msg
 
     def post(self, sender: str, channel: str, text: str, now: float) -> Message | str:
@@ -202,7 +202,7 @@ class MessageBus:
         msg = self._accept(sender, "channel", None, channel, text, now)
         ch.posts.append(msg)
         self.stats.channel += 1
-        self._log(now, sender, "post", channel, "ok", message_id=msg.id, chars=len(text))
+        self._log(now, sender, "post", channel, "ok", message_id=msg.id, chars=len(text), deliver_at=msg.deliver_at)
         return msg
 
     # ---- reading -----------------------------------------------------------------------

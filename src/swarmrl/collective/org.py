@@ -1,7 +1,9 @@
 """The org: a CEO who hires and fires experts (RLCR: "a CEO can hire and fire up to 8").
 
 The team size is a decision the policy learns, so the org only enforces the rules:
-only the CEO hires and fires, at most `max_experts` experts are active at once, and names
+only the CEO hires and fires, at most `max_experts` experts are active at once, at most
+`max_hires` hires in all (re-hires after a fire included: without it, a fire/hire loop
+makes a new agent, with its own context, every two actions), and names
 are never reused (a fired expert-2 stays fired, and the next hire is expert-3, so
 messages and logs can never be confused between the two).
 
@@ -23,17 +25,20 @@ class Org:
     max_experts: int = 8
     # Roles a hire may ask for. RLCR has one ("expert"); names are "<role>-<n>".
     roles: tuple[str, ...] = ("expert",)
+    max_hires: int | None = None  # hires per rollout, re-hires included (None: no cap)
     # State below is not a constructor argument: an org always starts with the CEO alone.
     fired: set[str] = field(default_factory=set, init=False)
     hired_total: int = field(default=0, init=False)
     peak_size: int = field(default=1, init=False)  # largest size() so far, the CEO included
+    rejected_hires: int = field(default=0, init=False)  # hires refused because max_hires was reached
     _experts: dict[str, str] = field(default_factory=dict, init=False)  # name -> role, hire order
     _next_index: dict[str, int] = field(default_factory=dict, init=False)  # role -> last number used
 
     def __post_init__(self) -> None:
         bad = [r for r in self.roles if not _ROLE_RE.fullmatch(r)]
-        if bad or self.max_experts < 0:
-            raise ValueError(f"bad org settings: roles {bad}, max_experts {self.max_experts}")
+        if bad or self.max_experts < 0 or (self.max_hires is not None and self.max_hires < 0):
+            raise ValueError(f"bad org settings: roles {bad}, max_experts {self.max_experts}, "
+                             f"max_hires {self.max_hires}")
 
     def hire(self, by: str, role: str = "expert") -> tuple[str | None, str | None]:
         """(new name, None), or (None, error text)."""
@@ -41,6 +46,9 @@ class Org:
             return None, "error: only the CEO can hire"
         if role not in self.roles:
             return None, f'error: unknown role "{role[:24]}" (roles: {", ".join(self.roles)})'
+        if self.max_hires is not None and self.hired_total >= self.max_hires:
+            self.rejected_hires += 1
+            return None, f"error: hire limit reached (max {self.max_hires} hires per rollout)"
         if self.size() - 1 >= self.max_experts:
             return None, f"error: team is full (max {self.max_experts} experts)"
         n = self._next_index.get(role, 0) + 1

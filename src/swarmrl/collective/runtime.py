@@ -8,7 +8,8 @@ because nothing still unsimulated can deliver a message to it before then.
 
 Effects of a turn (messages, hires, submissions) take place at the turn's end. A turn
 that ends after the deadline has no effect: its tokens stay in the trajectory (they were
-generated and carry the advantage), but it earns nothing.
+generated and carry the advantage), but it earns nothing. Which submission decides an item,
+and when its sender hears the outcome, is collective/grading.py's.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from typing import Protocol, Sequence
 from swarmrl.collective.actions import Action, parse_reply, render_action
 from swarmrl.collective.bus import Message, MessageBus
 from swarmrl.collective.clock import LatencyModel
+from swarmrl.collective.grading import apply_settlement, due_outcomes, first_known, next_outcome_due
 from swarmrl.collective.org import Org
+from swarmrl.collective.render import escape_text, render_message
 from swarmrl.collective.state import Agent, Rollout, Turn
 from swarmrl.collective.streaming import run_stream
+from swarmrl.collective.workflow_steps import output_value, route, workflow_action
 from swarmrl.policy.sampler import Sample
+from swarmrl.policy.tokenizer import encode_text
 from swarmrl.workflows.graph import Workflow
 
 PROMPT_CUE = ">>"  # ends every observation: "your turn"
@@ -46,11 +51,14 @@ class Actor(Protocol):
 
 @dataclass(frozen=True)
 class RuntimeLimits:
-    max_new_tokens_per_turn: int = 192
-    max_turns_per_agent: int = 12
-    max_context_tokens: int = 1024
+    """Defaults are the config's (swarmrl/config.py), so a runtime built by hand behaves like a run's."""
+
+    max_new_tokens_per_turn: int = 64  # sampler.max_new_tokens_per_turn
+    max_turns_per_agent: int = 12  # sampler.max_turns_per_agent
+    max_context_tokens: int = 1024  # model.max_context_tokens
     max_message_chars: int = 500
     max_messages_per_agent: int = 64
+    max_hires_per_rollout: int = 16  # workflow.max_hires_per_rollout: hires and re-hires together
 
 
 def header(name: str, role: str, problem_text: str, max_experts: int, workflow: str | None = None) -> str:
@@ -59,17 +67,6 @@ def header(name: str, role: str, problem_text: str, max_experts: int, workflow: 
     else:
         first = f"ceo max={max_experts}" if role == "ceo" else f"{name} boss=ceo"
     return f"{first}\n{problem_text}\n"
-
-
-def item_label(index: int) -> str:
-    """Items are named A, B, C, ... in every task (a single-answer task has only A)."""
-    return chr(ord("A") + index - 1)
-
-
-def render_message(m: Message, archive: bool = False) -> str:
-    if m.kind == "direct":
-        return f"@{m.sender}: {m.text}"
-    return f"#{m.channel}{'~' if archive else ''} {m.sender}: {m.text}"
 
 
 class Runtime:
@@ -92,7 +89,8 @@ class Runtime:
         bus = MessageBus(latency_s=self.latency.message_latency_s,
                          max_message_chars=self.limits.max_message_chars,
                          max_messages_per_agent=self.limits.max_messages_per_agent)
-        org = Org(ceo="ceo", max_experts=max_experts if workflow is None else 0)
+        org = Org(ceo="ceo", max_experts=max_experts if workflow is None else 0,
+                  max_hires=self.limits.max_hires_per_rollout)
         r = Rollout(index=index, group=group, problem=problem, time_limit=time_limit,
                     agents={}, org=org, bus=bus, workflow=workflow)
         if workflow is None:
@@ -111,8 +109,7 @@ class Runtime:
 
     def _add_agent(self, r: Rollout, name: str, role: str, now: float, ready: bool) -> Agent:
         wf = r.workflow.name if r.workflow is not None else None
-        ids = self.tokenizer.encode(header(name, role, r.problem.text(), r.org.max_experts, wf),
-                                    add_special_tokens=False)
+        ids = encode_text(self.tokenizer, header(name, role, r.problem.text(), r.org.max_experts, wf))
         # A new hire waits for its first message (its brief) instead of spending a turn on <wait/>.
         agent = Agent(name=name, role=role, ids=[], gen_mask=[], logprobs=[], created_at=now,
                       ready_at=now if ready else None, seen_upto=now)
@@ -146,8 +143,8 @@ class Runtime:
         if a.ready_at is not None:
             start = a.ready_at
         else:
-            d = r.bus.next_delivery(a.name, a.seen_upto)
-            start = None if d is None else max(d, a.free_at)
+            wakes = [t for t in (r.bus.next_delivery(a.name, a.seen_upto), next_outcome_due(r, a)) if t is not None]
+            start = max(min(wakes), a.free_at) if wakes else None
         if a.status == "fired" and (start is None or a.fired_at is None or start >= a.fired_at):
             return None  # a fired agent only finishes a turn it started before the fire
         return start
@@ -187,20 +184,23 @@ class Runtime:
 
     def _request(self, r: Rollout, a: Agent, start: float) -> TurnRequest:
         # Invariant 1: the observation holds exactly the messages delivered in (seen_upto, start].
-        lines = a.pending + [line for ch, last, as_of in a.pending_reads for line in self._archive(r, a, ch, last, as_of)]
+        # Outcomes of the agent's submissions come with the latency of a message (grading.py).
+        lines = a.pending + due_outcomes(r, a, start)
+        lines += [line for ch, last, as_of in a.pending_reads for line in self._archive(r, a, ch, last, as_of)]
         lines += [render_message(m) for m in r.bus.inbox(a.name, a.seen_upto, start)]
         a.pending, a.pending_reads, a.seen_upto = [], [], start
         for line in lines:  # results the agent has now seen (posts, messages, archive reads)
             a.known.update(self.task.learn(r.problem, line))
         if a.queue:  # the work desk: the item in hand is shown last, right before the cue
-            desk = self.task.render_item(r.problem, a.queue[0], a.known)
+            # The desk may show agent text (a claimed result, upstream outputs): one line, always.
+            desk = escape_text(self.task.render_item(r.problem, a.queue[0], a.known))
             if a.queue[0] in a.candidates:  # upstream outputs for it (fixed workflows): "C:4+1+2?7,7,6"
-                desk += "?" + ",".join(a.candidates[a.queue[0]])
+                desk += "?" + ",".join(output_value(v) for v in a.candidates[a.queue[0]])
             lines.append(desk)
         elif a.took:
             lines.append("(no items left)")
         observation = "".join(line + "\n" for line in lines) + PROMPT_CUE
-        a.append(self.tokenizer.encode(observation, add_special_tokens=False), generated=False)
+        a.append(encode_text(self.tokenizer, observation), generated=False)
         return TurnRequest(rollout=r, agent=a, start=start, observation=observation, prompt=list(a.ids))
 
     # ---------------------------------------------------------------- effects
@@ -219,6 +219,8 @@ class Runtime:
         if reply.hit_cap:
             errors.append(f"error: turn cut at {self.limits.max_new_tokens_per_turn} tokens")
             r.counters["hit_token_cap"] += 1
+        for err in errors:
+            r.reject(end, a.name, a.turns, "reply", err)
         a.free_at = end
         late = end > r.time_limit or (a.fired_at is not None and end > a.fired_at)
         turn = Turn(agent=a.name, role=a.role, start=req.start, end=end, observation=req.observation,
@@ -234,14 +236,18 @@ class Runtime:
             err = self._execute(r, a, action, end)
             if err:
                 errors.append(err)
+                r.reject(end, a.name, a.turns, render_action(action)[:200], err)
             if action.kind in ("wait", "done"):
                 next_state = action.kind
                 break  # actions after a turn-ending action are ignored
         turn.errors = errors
         r.counters["invalid_actions"] += len(errors)
         a.pending += errors  # Invariant 6: bad output becomes an observation, never an exception
-        if a.status != "active":
-            return
+        if a.status == "active":
+            self._after_turn(r, a, next_state, bool(errors), end)
+
+    def _after_turn(self, r: Rollout, a: Agent, next_state: str, errors: bool, end: float) -> None:
+        """The agent's state after an effective turn: done, cut, waiting, or working on."""
         if next_state == "done":
             a.status = "done"
         elif a.turns >= self.limits.max_turns_per_agent:
@@ -254,31 +260,8 @@ class Runtime:
         else:  # kept working, or must see its errors: the next turn starts right away
             a.ready_at = end
         if r.workflow is not None and a.status != "active":
-            self._route(r, a, end)
-
-    def _route(self, r: Rollout, a: Agent, now: float) -> None:
-        """A workflow agent finished. A downstream role starts once *all* agents of all its
-        input roles have finished: each of its agents gets one message from the runtime
-        (sender "wf", provenance set here) with their outputs, the candidates on its desk,
-        and its items (a worker: the items the plan assigned to it; others: all)."""
-        wf = r.workflow
-        for down in wf.downstream(a.role):
-            sources = [n for i in down.inputs for n in wf.role(i).agent_names()]
-            if down.name in r.routed or any(r.agents[n].status == "active" for n in sources):
-                continue
-            r.routed.add(down.name)
-            lines = [f"{n}: " + (" ".join(f"{item_label(i)}={v}" for i, v in sorted(r.outputs.get(n, {}).items()))
-                                 or "(nothing)") for n in sources]
-            for name in down.agent_names():
-                b = r.agents[name]
-                planned = any(wf.role(i).expects == "plan" for i in down.inputs)
-                for n in sources:
-                    if wf.role(r.agents[n].role).expects != "plan":  # a plan's output is an assignee, not a candidate
-                        for i, v in r.outputs.get(n, {}).items():
-                            b.candidates.setdefault(i, []).append(v)
-                b.queue = list(r.assignments.get(name, [])) if planned else list(range(1, r.problem.num_items + 1))
-                b.took = True
-                r.bus.send_direct("wf", name, "\n".join(lines)[:self.limits.max_message_chars], now)
+            for err in route(r, a, end, self.limits.max_message_chars):
+                r.reject(end, "wf", 0, "route", err)
 
     def _execute(self, r: Rollout, a: Agent, act: Action, now: float) -> str | None:
         """Run one action at time `now`; return an error line or None. Never raises."""
@@ -286,7 +269,7 @@ class Runtime:
         if k == "submit":
             return self._submit(r, a, at["item"], act.body or "", now)
         if k in ("verdict", "assign"):
-            return self._workflow_action(r, a, act)
+            return workflow_action(r, a, act, self.task)
         if k == "take":
             items = self.task.take(r.problem, at["item"])
             if items is None:
@@ -314,13 +297,14 @@ class Runtime:
             return None
         if k == "hire":
             name, err = r.org.hire(a.name, at.get("role", "expert"))
+            r.counters["rejected_hires"] = r.org.rejected_hires
             if err:
                 return err
             r.counters["hires"] += 1
             self._add_agent(r, name, "expert", now, ready=False)
             r.bus.join(GENERAL, name, now)
-            if act.body:  # the optional brief travels as the first direct message
-                self._sent(r, r.bus.send_direct(a.name, name, act.body, now), "direct_messages")
+            if act.body:  # the optional brief travels as the first direct message (the hire stands if it is refused)
+                return self._sent(r, r.bus.send_direct(a.name, name, act.body, now), "direct_messages")
             return None
         if k == "fire":
             err = r.org.fire(a.name, at["who"])
@@ -341,37 +325,15 @@ class Runtime:
             return r.bus.create_channel(at["ch"], a.name, sorted(set(members) | {a.name}), now)
         return None  # wait / done: handled by the caller
 
-    def _workflow_action(self, r: Rollout, a: Agent, act: Action) -> str | None:
-        """An evaluator's verdict on an item, or an orchestrator's assignment of items."""
-        spec = r.workflow.role(a.role) if r.workflow is not None else None
-        want = "verdict" if act.kind == "verdict" else "plan"
-        if spec is None or spec.expects != want:
-            return f"error: <{act.kind}> is not your role's action"
-        if act.kind == "verdict":
-            item = self.task.parse_item(r.problem, act.attrs["item"])
-            body = (act.body or "").strip()
-            if item is None or body not in ("yes", "no"):
-                return "error: verdict needs a valid item and yes or no"
-            r.outputs.setdefault(a.name, {})[item] = body
-            if item in a.queue:
-                a.queue.remove(item)
-            return None
-        who, items = act.attrs["who"], self.task.take(r.problem, act.attrs["item"])
-        targets = {n for d in r.workflow.downstream(a.role) for n in d.agent_names()}
-        if who not in targets or items is None:
-            return f"error: cannot assign {act.attrs['item'][:8]!r} to {who[:24]!r}"
-        r.assignments.setdefault(who, []).extend(i for i in items if i not in r.assignments.get(who, []))
-        r.outputs.setdefault(a.name, {}).update({i: who for i in items})
-        return None
-
     def _sent(self, r: Rollout, out: Message | str, counter: str) -> str | None:
         if isinstance(out, str):
             return out
         r.counters[counter] += 1
-        r.counters["message_tokens"] += len(self.tokenizer.encode(out.text, add_special_tokens=False))
+        r.counters["message_tokens"] += len(encode_text(self.tokenizer, out.text))
         return None
 
     def _submit(self, r: Rollout, a: Agent, item_s: str, answer: str, now: float) -> str | None:
+        """Record a submission; which one decides its item is settled in grading.py."""
         item = self.task.parse_item(r.problem, item_s)
         if item is None:
             return f"error: no item {item_s!r}"
@@ -384,26 +346,24 @@ class Runtime:
             r.proposals.append({"t": now, "agent": a.name, "item": item,
                                 "correct": self.task.grade(r.problem, item, answer).correct})
             return None
-        grade = self.task.grade(r.problem, item, answer)
-        r.submissions.append({"t": now, "agent": a.name, "item": item, "answer": answer,
-                              "correct": grade.correct, "score": grade.score, "status": grade.status})
-        if grade.status == "infra_error":  # not the agent's fault: counted, and the trainer drops the rollout
+        sub = {"t": now, "agent": a.name, "item": item, "answer": answer,
+               "seq": sum(s["agent"] == a.name for s in r.submissions)}
+        if first_known(r.submissions, sub):  # landed after a graded one: it cannot decide the item
+            sub.update(correct=False, score=0.0, status="not_graded")
+        else:
+            grade = self.task.grade(r.problem, item, answer)
+            sub.update(correct=grade.correct, score=grade.score, status=grade.status)
+        r.submissions.append(sub)
+        if sub["status"] == "infra_error":  # not the agent's fault: counted, and the trainer drops the rollout
             r.counters["infra_errors"] += 1
             return None
-        if not grade.correct:
-            r.counters["wrong_submits"] += 1
-        elif item not in r.solved or grade.score > r.item_scores[item] or (
-                grade.score == r.item_scores[item] and now < r.solved[item]):
-            # Turns are applied in start order, not end order: keep the best, then the earliest landing.
-            if item in r.solved:
-                r.counters["duplicate_submits"] += 1
-            r.solved[item], r.solved_by[item], r.item_scores[item] = now, a.name, grade.score
-        else:
-            r.counters["duplicate_submits"] += 1
+        a.outcomes.append(sub)
+        apply_settlement(r)
         return None
 
     def _archive(self, r: Rollout, a: Agent, channel: str, last: int, as_of: float) -> list[str]:
         got = r.bus.read_archive(a.name, channel, last, as_of)
         if isinstance(got, str):  # membership changed since the read was accepted
+            r.reject(as_of, a.name, a.turns, f'<read ch="{channel[:40]}"/>', got)
             return [got]
         return [render_message(m, archive=True) for m in got] or [f"#{channel}~ (empty)"]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swarmrl.collective.bus import MessageBus
+from swarmrl.collective.grading import outcome_audit
 from swarmrl.collective.org import Org
 
 
@@ -27,6 +28,7 @@ class Agent:
     took: bool = False  # has taken work at least once (then an empty queue is reported)
     known: dict[int, str] = field(default_factory=dict)  # item results this agent has seen
     candidates: dict[int, list[str]] = field(default_factory=dict)  # fixed workflows: upstream outputs per item
+    outcomes: list[dict] = field(default_factory=list)  # own graded submissions whose outcome is not shown yet
     status: str = "active"  # active | done | fired | cut
     turns: int = 0
     tokens_prefilled: int = 0  # context tokens already charged to the clock
@@ -72,7 +74,7 @@ class Rollout:
     counters: dict[str, int] = field(default_factory=lambda: {
         "invalid_actions": 0, "hit_token_cap": 0, "wrong_submits": 0, "duplicate_submits": 0,
         "context_overflow": 0, "hires": 0, "fires": 0, "direct_messages": 0, "channel_posts": 0,
-        "archive_reads": 0, "message_tokens": 0, "infra_errors": 0})
+        "archive_reads": 0, "message_tokens": 0, "infra_errors": 0, "rejected_hires": 0})
     finished_at: float | None = None
     end_reason: str = ""
     workflow: Any = None  # a fixed workflow (workflows/graph.py), or None for the RLCR org
@@ -81,6 +83,11 @@ class Rollout:
     assignments: dict[str, list[int]] = field(default_factory=dict)  # worker -> items the plan gave it
     routed: set[str] = field(default_factory=set)  # downstream roles whose inputs were delivered
     policy_version: int = -1  # weights version (learner updates applied) that sampled it (distributed/)
+    rejections: list[dict] = field(default_factory=list)  # every error line the runtime gave an agent
+
+    def reject(self, time: float, agent: str, turn: int, action: str, reason: str) -> None:
+        self.rejections.append({"time": time, "actor": agent, "turn": turn, "action": action,
+                                "target": None, "outcome": reason})
 
     @property
     def score(self) -> float:
@@ -106,4 +113,16 @@ class Rollout:
             "counters": dict(self.counters),
             "turns": [t.__dict__ for t in self.turns],
             "messages": [m.__dict__ for m in self.bus.messages],
+            "submissions": list(self.submissions),
+            "audit": audit_log(self),
         }
+
+
+def audit_log(r: Rollout) -> list[dict]:
+    """The rollout's record of who did what: the bus's log of accepted actions (creates,
+    joins, leaves, reads, and every delivered message with its send and delivery times),
+    every rejected action with the agent's turn number (parse errors, the org's and the
+    runtime's refusals, the bus's, which the runtime logs as the agent's error lines), and
+    every submission that was wrong or came after its item was decided. In time order."""
+    accepted = [e for e in r.bus.audit if e["outcome"] == "ok"]
+    return sorted(accepted + r.rejections + outcome_audit(r), key=lambda e: e["time"])

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from swarmrl.collective.state import Rollout
+from swarmrl.policy.tokenizer import encode_text
 
 # Team-size buckets (CEO included) for useful work by team size: solo, small, medium, large.
 TEAM_BUCKETS: tuple[tuple[int, int], ...] = ((1, 1), (2, 3), (4, 5), (6, 9))
@@ -67,7 +68,7 @@ class Snapshot:
 
 def token_counter(tokenizer) -> Callable[[str], int]:
     """Message text -> tokens, counted the way the runtime counts `message_tokens`."""
-    return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
+    return lambda text: len(encode_text(tokenizer, text))
 
 
 def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | None = None) -> Snapshot:
@@ -149,7 +150,8 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
     team = [r.org.peak_size for r in rollouts]
     by_experts = sum(1 for r in rollouts for it, who in r.solved_by.items()
                      if who != "ceo" and r.solved[it] <= r.time_limit)
-    submits = [s for r in rollouts for s in r.submissions]
+    # Only submissions that decided their item were graded (collective/grading.py).
+    submits = [s for r in rollouts for s in r.submissions if s.get("final")]
     gen = [sum(t.generated_tokens for t in r.turns) for r in rollouts]
     m = {
         "score_mean": _mean([r.score for r in rollouts]),

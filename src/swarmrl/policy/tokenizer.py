@@ -32,3 +32,13 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     tok.add_special_tokens([PAD, END])
     tok.add_tokens([AddedToken(t, normalized=False) for t in ACTION_TOKENS])
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=END)
+
+
+def encode_text(tokenizer, text: str) -> list[int]:
+    """Ids of text that may hold agent-written characters (observations, problem text, messages).
+
+    Special tokens are never read from text: a message that contains the characters
+    `<|end|>` must reach its recipient as those characters, not as the end-of-turn id. The
+    added action tokens are not special, so `<wait/>` and `>>` still map to their one id.
+    """
+    return tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)

@@ -44,7 +44,8 @@ def make_runtime(cfg: Config, tokenizer) -> tuple[Runtime, object]:
     task = make_task(cfg.task, cfg.sandbox)
     limits = RuntimeLimits(max_new_tokens_per_turn=cfg.sampler.max_new_tokens_per_turn,
                            max_turns_per_agent=cfg.sampler.max_turns_per_agent,
-                           max_context_tokens=cfg.model.max_context_tokens)
+                           max_context_tokens=cfg.model.max_context_tokens,
+                           max_hires_per_rollout=cfg.workflow.max_hires_per_rollout)
     return Runtime(task, tokenizer, LatencyModel.from_config(cfg.clock), limits), task
 
 
