@@ -144,3 +144,24 @@ def test_ctrl_c_during_a_ray_run_leaves_no_ray_process(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def test_a_trainer_that_fails_to_build_releases_what_it_already_holds():
+    """The task's pool exists before the estimator is looked up: an unknown estimator must not leak it."""
+    import swarmrl.rl.trainer as trainer_module
+    made = {}
+    real = trainer_module.make_runtime
+
+    def spy(cfg, tokenizer):
+        made["runtime"], made["task"] = real(cfg, tokenizer)
+        return made["runtime"], made["task"]
+    cfg = tiny_cfg("task.name=code", "sandbox.mode=unsafe_local", "sandbox.workers=1", "rl.advantage=no_such")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(trainer_module, "make_runtime", spy)
+    try:
+        with pytest.warns(RuntimeWarning, match="WITHOUT isolation"), pytest.raises(KeyError, match="no_such"):
+            Trainer(cfg, build_tiny_policy(cfg.model))
+    finally:
+        mp.undo()
+    with pytest.raises(RuntimeError, match="shutdown"):
+        made["task"].pool.map([{"solution": "", "entry_point": "f", "tests": []}])

@@ -105,6 +105,14 @@ class Trainer:
     def __init__(self, cfg: Config, policy: Policy):
         self.cfg = cfg
         self.runtime, self.task = make_runtime(cfg, policy.tokenizer)
+        try:  # the task may hold a sandbox pool and the backend a Ray cluster: release them if a later part fails
+            self._build(cfg, policy)
+        except BaseException:
+            self.close()
+            raise
+        self.step_idx = 0  # next step to run
+
+    def _build(self, cfg: Config, policy: Policy) -> None:
         # Where rollouts run (distributed/); made before adapters wrap the model: Ray workers copy it.
         self.backend = make_backend(cfg, policy)
         self.policies = make_policy_set(cfg, policy)
@@ -112,10 +120,10 @@ class Trainer:
         self.actor = LLMActor.from_config(cfg.sampler, self.policies)
         self.backend.attach(self.runtime, self.actor, self.policies)
         self.advantage_fn = get_advantage(cfg.rl.advantage)
-        self.updater = Updater(cfg.rl, self.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed, temperature=cfg.sampler.temperature)
+        self.updater = Updater(cfg.rl, self.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed,
+                               temperature=cfg.sampler.temperature)
         self.detectors = Detectors(cfg.detectors)
         self.role_ids = {r: i for i, r in enumerate(role_types(cfg))}
-        self.step_idx = 0  # next step to run
 
     def step(self) -> tuple[dict, list[Rollout]]:
         cfg, step = self.cfg, self.step_idx
