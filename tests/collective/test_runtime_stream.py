@@ -83,3 +83,14 @@ def test_the_stream_really_interleaves_rollouts():
     actor.stream.add = lambda requests, seed: (seen.append((seed, len(actor.stream.queue))), orig(requests, seed))
     run(actor, 7, 4, 3, LAT, NO_DEADLINE)
     assert any(queued > 0 for _, queued in seen[4:])  # added while other turns were in flight
+
+
+def test_the_runtime_tells_the_stream_which_agents_are_finished():
+    """After each applied wave the stream hears about the rollout, so agents with no turn left
+    (and every agent of a finished rollout) can have their KV caches dropped."""
+    told = []
+    actor = StreamingActor(5, 1)
+    actor.stream.finished = lambda r: told.append((r.index, r.done))
+    rollouts = run(actor, 5, 3, 2, LAT, NO_DEADLINE)
+    assert {i for i, _ in told} == {r.index for r in rollouts}
+    assert {i for i, done in told if done} == {r.index for r in rollouts}  # the last call saw each rollout finished

@@ -40,4 +40,6 @@ def run_stream(runtime: "Runtime", rollouts: "list[Rollout]", stream, seed: int)
                 for q, s in sorted(back.pop(k), key=lambda x: (x[0].start, x[0].agent.name)):
                     runtime._apply(q, s)
                 hand_in(req.rollout)
+                if hasattr(stream, "finished"):  # agents with no turn left: their KV caches can go
+                    stream.finished(req.rollout)
     return rollouts
