@@ -296,16 +296,7 @@ class Runtime:
             a.pending_reads.append((at["ch"], int(at.get("last", 5)), now))
             return None
         if k == "hire":
-            name, err = r.org.hire(a.name, at.get("role", "expert"))
-            r.counters["rejected_hires"] = r.org.rejected_hires
-            if err:
-                return err
-            r.counters["hires"] += 1
-            self._add_agent(r, name, "expert", now, ready=False)
-            r.bus.join(GENERAL, name, now)
-            if act.body:  # the optional brief travels as the first direct message (the hire stands if it is refused)
-                return self._sent(r, r.bus.send_direct(a.name, name, act.body, now), "direct_messages")
-            return None
+            return self._hire(r, a, act, now)
         if k == "fire":
             err = r.org.fire(a.name, at["who"])
             if err:
@@ -324,6 +315,18 @@ class Runtime:
                 return f"error: not active teammates: {','.join(bad)}"
             return r.bus.create_channel(at["ch"], a.name, sorted(set(members) | {a.name}), now)
         return None  # wait / done: handled by the caller
+
+    def _hire(self, r: Rollout, a: Agent, act: Action, now: float) -> str | None:
+        name, err = r.org.hire(a.name, act.attrs.get("role", "expert"))
+        r.counters["rejected_hires"] = r.org.rejected_hires
+        if err:
+            return err
+        r.counters["hires"] += 1
+        self._add_agent(r, name, "expert", now, ready=False)
+        r.bus.join(GENERAL, name, now)
+        if act.body:  # the optional brief travels as the first direct message (the hire stands if it is refused)
+            return self._sent(r, r.bus.send_direct(a.name, name, act.body, now), "direct_messages")
+        return None
 
     def _sent(self, r: Rollout, out: Message | str, counter: str) -> str | None:
         if isinstance(out, str):
