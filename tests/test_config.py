@@ -54,7 +54,8 @@ def test_override_without_equals_is_an_error():
     ("rl.steps=2.5", "rl.steps: expected an integer, got 2.5"),
     ("rl.steps=true", "rl.steps: expected an integer"),  # bools are not ints here
     ("run.progress=1", "run.progress: expected true/false"),
-    ("task.name=poetry", "task.name: 'poetry' is not one of ['arith', 'math', 'code']"),
+    ("policy.sharing=both", "policy.sharing: 'both' is not one of ['shared', 'isolated', 'isolated_full']"),
+    ("task.name=3", "task.name: expected a string"),
     ("model.name_or_path=3", "model.name_or_path: expected a string"),
 ])
 def test_bad_type_names_the_key(override, fragment):
@@ -241,3 +242,57 @@ def test_empty_yaml_is_the_defaults_and_a_directory_is_not_a_config(tmp_path):
 def test_override_into_a_section_that_is_not_a_mapping():
     with pytest.raises(ConfigError, match=r"rl: expected a mapping, got 3 \(cannot set 'rl.steps'\)"):
         apply_overrides({"rl": 3}, ["rl.steps=2"])
+
+
+@pytest.mark.parametrize("override", ["task.name=my_pkg.tasks:SortTask", "workflow.name=flows.py:Pipeline",
+                                      "rl.advantage=my_pkg.adv:spread", "rl.loss=losses.py:my_loss",
+                                      "rl.aggregation=my_pkg.agg:per_turn"])
+def test_extension_names_are_strings_resolved_later(override):
+    """A plugin spec (or an unknown name) loads: the registries resolve it before training, so
+    reading a config imports no task, workflow or RL code."""
+    key, value = override.split("=", 1)
+    section, field = key.split(".")
+    assert getattr(getattr(load_config(None, [override]), section), field) == value
+
+
+def test_clock_mode_is_gone():
+    with pytest.raises(ConfigError, match="unknown config key 'clock.mode'"):
+        load_config(None, ["clock.mode=simulated"])
+
+
+def test_config_modules_form_no_import_cycle():
+    """config_schema imports neither config module; config_load imports config_schema only."""
+    import ast
+
+    import swarmrl.config_load
+    import swarmrl.config_schema
+
+    def imports(mod) -> set[str]:
+        tree = ast.parse(Path(mod.__file__).read_text())
+        return ({n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+                | {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names})
+
+    assert not {"swarmrl.config", "swarmrl.config_load"} & imports(swarmrl.config_schema)
+    assert "swarmrl.config" not in imports(swarmrl.config_load)
+
+
+def test_facade_reexports_loading_and_suggest():
+    from swarmrl import config, config_load
+    for name in ("load_config", "apply_overrides", "config_from_dict", "validate", "read_yaml",
+                 "resolve_config", "suggest", "REPO_CONFIGS", "DEMO_CONFIG"):
+        assert getattr(config, name) is getattr(config_load, name)
+    assert config._suggest is config.suggest  # the old private name, still imported by experiments/
+    assert config.suggest("rl.step", ["rl.steps", "seed"]) == " (did you mean 'rl.steps'?)"
+    assert config.suggest("zzz", ["rl.steps"]) == ""
+
+
+def test_resolve_config_finds_presets_and_paths(tmp_path):
+    from swarmrl.config_load import DEMO_CONFIG, resolve_config
+    assert resolve_config(None) is None
+    assert resolve_config(DEMO_CONFIG) == CONFIGS / DEMO_CONFIG
+    assert resolve_config("tiny_test") == CONFIGS / "tiny_test.yaml"
+    p = tmp_path / "mine.yaml"
+    p.write_text("seed: 1\n")
+    assert resolve_config(str(p)) == p
+    with pytest.raises(ConfigError, match="config not found: nope"):
+        resolve_config("nope")

@@ -15,23 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from swarmrl.config import Config, ConfigError, load_config
-from swarmrl.config_load import read_yaml
-
-REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-DEMO_CONFIG = "rlcr_arith.yaml"
-
-
-def resolve_config(name: str | None) -> Path | None:
-    """A path, or a preset name looked up in the repository's configs/ directory."""
-    if name is None:
-        return None
-    p = Path(name)
-    if p.exists():
-        return p
-    for cand in (REPO_CONFIGS / name, REPO_CONFIGS / f"{name}.yaml"):
-        if cand.exists():
-            return cand
-    raise ConfigError(f"config not found: {name} (looked in . and {REPO_CONFIGS})")
+from swarmrl.config_load import DEMO_CONFIG, read_yaml, resolve_config
 
 
 def _policy_init(cfg: Config, log) -> Path:

@@ -1,8 +1,9 @@
 """Reading a config: YAML + `key=value` overrides -> a typed, validated `Config`.
 
-Split from config.py (which holds only the sections and their docstrings): parsing,
-type coercion, value checks and the error messages that name the key and suggest the
-closest one.
+The sections and their docstrings are in config_schema.py; this module parses, coerces
+types, checks values and writes the error messages that name the key and suggest the
+closest one. It imports no task, workflow or RL code: names that select an extension are
+resolved by their registries before training.
 """
 
 from __future__ import annotations
@@ -16,12 +17,29 @@ from typing import Any, Literal
 
 import yaml
 
-from swarmrl.config import Config, ConfigError
+from swarmrl.config_schema import Config, ConfigError
+
+REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+DEMO_CONFIG = "rlcr_arith.yaml"
 
 
-def _suggest(key: str, options: list[str]) -> str:
+def suggest(key: str, options: list[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `options`, or "" when none is close."""
     close = difflib.get_close_matches(key, options, n=1, cutoff=0.5)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def resolve_config(name: str | None) -> Path | None:
+    """A path, or a preset name looked up in the repository's configs/ directory."""
+    if name is None:
+        return None
+    p = Path(name)
+    if p.exists():
+        return p
+    for cand in (REPO_CONFIGS / name, REPO_CONFIGS / f"{name}.yaml"):
+        if cand.exists():
+            return cand
+    raise ConfigError(f"config not found: {name} (looked in . and {REPO_CONFIGS})")
 
 
 def _coerce(path: str, value: Any, typ: Any) -> Any:
@@ -66,7 +84,7 @@ def _build(cls: type, data: dict, prefix: str) -> Any:
     for key, value in data.items():
         path = f"{prefix}{key}"
         if key not in names:
-            raise ConfigError(f"unknown config key '{path}'{_suggest(key, names)}")
+            raise ConfigError(f"unknown config key '{path}'{suggest(key, names)}")
         typ = hints[key]
         if dataclasses.is_dataclass(typ):
             kwargs[key] = _build(typ, value, f"{path}.")
@@ -94,7 +112,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             raise ConfigError(f"override '{item}' is not key=value")
         key, raw = item.split("=", 1)
         if key not in keys:
-            raise ConfigError(f"unknown config key '{key}'{_suggest(key, keys)}")
+            raise ConfigError(f"unknown config key '{key}'{suggest(key, keys)}")
         node = data
         parts = key.split(".")
         for i, part in enumerate(parts[:-1]):
@@ -194,8 +212,9 @@ def validate(cfg: Config) -> Config:
         for ok, msg in group(cfg):
             if not ok:
                 raise ConfigError(msg)
-    # sampler.engine=vllm is checked against the hardware by the trainer (policy/vllm_engine.py);
-    # rl.advantage / rl.loss are checked against their registries by the trainer (in rl/).
+    # sampler.engine=vllm is checked against the hardware by the trainer (policy/vllm_engine.py).
+    # task.name, workflow.name, rl.advantage, rl.loss and rl.aggregation are checked against their
+    # registries before training: resolving them here would import every task and workflow.
     return cfg
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from swarmrl.registry import PluginError
 from swarmrl.rl.advantages import (ADVANTAGES, collective_advantage, get_advantage, grpo_advantage,
                                    per_role_advantage, rloo_advantage)
 
@@ -170,6 +171,6 @@ def test_registry():
     assert get_advantage("grpo") is grpo_advantage
     assert get_advantage("rloo") is rloo_advantage
     assert get_advantage("per_role") is per_role_advantage
-    assert {"collective", "grpo", "rloo", "per_role"} <= set(ADVANTAGES)
-    with pytest.raises(KeyError, match="unknown advantage estimator 'nope'.*collective"):
+    assert {"collective", "grpo", "rloo", "per_role"} <= set(ADVANTAGES.names())
+    with pytest.raises(PluginError, match="unknown advantage estimator 'nope'.*collective"):
         get_advantage("nope")

@@ -12,7 +12,8 @@ import torch
 from swarmrl.config import ModelConfig, RLConfig
 from swarmrl.policy.model import build_tiny_policy
 from swarmrl.policy.sharing import PolicySet
-from swarmrl.rl.aggregation import AGGREGATION_MODES, sequence_weights, token_weights
+from swarmrl.registry import PluginError
+from swarmrl.rl.aggregation import sequence_weights, token_weights
 from swarmrl.rl.batch import TrainSeq, token_logprobs
 from swarmrl.rl.losses import get_loss, ppo_clip_loss
 from swarmrl.rl.update import Updater
@@ -20,6 +21,7 @@ from swarmrl.rl.update import Updater
 # Four sequences: role 0 (a "generator") writes 6 and 2 tokens, role 1 writes 4, role 2 writes 0.
 COUNTS = torch.tensor([6, 2, 4, 0])
 ROLES = torch.tensor([0, 0, 1, 2])
+BUILTIN_MODES = ("token_mean", "seq_mean", "role_balanced")
 
 
 def test_token_mean_by_hand():
@@ -40,7 +42,7 @@ def test_role_balanced_by_hand():
     assert w.tolist() == pytest.approx([1 / 16, 1 / 16, 1 / 8, 0.0])
 
 
-@pytest.mark.parametrize("mode", AGGREGATION_MODES)
+@pytest.mark.parametrize("mode", BUILTIN_MODES)
 def test_every_mode_has_total_mass_one_and_no_nan(mode):
     w = sequence_weights(COUNTS, ROLES, mode)
     assert torch.isfinite(w).all()
@@ -67,13 +69,13 @@ def test_multiplicity_divides_the_weight():
 
 
 def test_all_empty_and_no_sequences():
-    for mode in AGGREGATION_MODES:
+    for mode in BUILTIN_MODES:
         assert sequence_weights(torch.tensor([0, 0]), torch.tensor([0, 1]), mode).tolist() == [0.0, 0.0]
         assert sequence_weights(torch.zeros(0), torch.zeros(0, dtype=torch.long), mode).shape == (0,)
 
 
 def test_unknown_mode_is_an_error_listing_the_valid_ones():
-    with pytest.raises(ValueError, match="'nope'.*token_mean.*seq_mean.*role_balanced"):
+    with pytest.raises(PluginError, match="unknown loss aggregation 'nope'.*role_balanced.*seq_mean.*token_mean"):
         sequence_weights(COUNTS, ROLES, "nope")
 
 
@@ -188,7 +190,7 @@ def tiny():
 
 @pytest.mark.parametrize("minibatches", [1, 2])
 @pytest.mark.parametrize("mult", [False, True])
-@pytest.mark.parametrize("mode", AGGREGATION_MODES)
+@pytest.mark.parametrize("mode", BUILTIN_MODES)
 def test_step_metrics_are_token_means_in_every_mode(tiny, mode, mult, minibatches):
     out = _update(tiny, _updater_seqs(tiny, RATIOS), aggregation=mode, multiplicity_normalized=mult,
                   minibatches_per_step=minibatches)

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from swarmrl.registry import PluginError
 from swarmrl.rl.aggregation import sequence_weights, token_weights
 from swarmrl.rl.losses import LOSSES, get_loss, pg_loss, ppo_clip_loss
 
@@ -184,6 +185,6 @@ def test_old_positional_call_fails_loudly():
 
 def test_registry():
     assert get_loss("ppo_clip") is ppo_clip_loss and get_loss("pg") is pg_loss
-    assert {"ppo_clip", "pg"} <= set(LOSSES)
-    with pytest.raises(KeyError, match="unknown policy loss 'nope'"):
+    assert {"ppo_clip", "pg"} <= set(LOSSES.names())
+    with pytest.raises(PluginError, match="unknown policy loss 'nope'.*pg.*ppo_clip"):
         get_loss("nope")

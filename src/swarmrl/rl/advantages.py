@@ -9,9 +9,11 @@ rewards to one scalar per sequence:
 group), `rollouts` the rollout id, `roles` the role-type id (all generators share one id).
 The trainer applies each sequence's scalar flat to every token that sequence generated.
 
-Estimators:
-- `collective` (RLCR, DESIGN.md invariant 4): one flat advantage per rollout, the rollout's
-  reward normalised among the rollouts of its problem; every agent of the rollout gets it.
+Built-in estimators (`rl.advantage`; a `module:fn` spec loads a user's function of the same
+signature):
+- `collective` (RLCR; docs/ARCHITECTURE.md, "Invariants"): one flat advantage per rollout,
+  the rollout's reward normalised among the rollouts of its problem; every agent of the
+  rollout gets it.
 - `grpo`: GRPO / verl group normalisation, with each sequence's *own* reward in the numerator.
 - `rloo`: REINFORCE leave-one-out baseline over the other rollouts of the group, no std.
 - `per_role`: normalised per (problem, role type), a baseline per role as in per-role
@@ -28,22 +30,21 @@ from typing import Callable
 
 import torch
 
+from swarmrl.registry import Registry
+
 AdvantageFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-ADVANTAGES: dict[str, AdvantageFn] = {}
+ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator", classes=False)
 EPS = 1e-6  # verl's GRPO epsilon in (r - mean) / (std + eps)
 
 
-def register_advantage(name: str):
-    def deco(fn: AdvantageFn) -> AdvantageFn:
-        ADVANTAGES[name] = fn
-        return fn
-    return deco
+def register_advantage(name: str) -> Callable[[AdvantageFn], AdvantageFn]:
+    """Decorator adding an estimator under `name` (a duplicate name is a PluginError)."""
+    return ADVANTAGES.register(name)
 
 
 def get_advantage(name: str) -> AdvantageFn:
-    if name not in ADVANTAGES:
-        raise KeyError(f"unknown advantage estimator '{name}'; registered: {sorted(ADVANTAGES)}")
-    return ADVANTAGES[name]
+    """A registered name, or a `package.module:fn` / `path/file.py:fn` spec -> the estimator."""
+    return ADVANTAGES.get(name)
 
 
 # --- segment statistics (pure tensor helpers) ------------------------------------------------
@@ -95,7 +96,7 @@ def _check(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor, 
 
 # --- estimators --------------------------------------------------------------------------------
 
-@register_advantage("collective")
+@ADVANTAGES.register("collective")
 def collective_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor,
                          roles: torch.Tensor) -> torch.Tensor:
     """RLCR's flat collective advantage.  [S] x 4 -> [S].
@@ -112,7 +113,7 @@ def collective_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: 
     return adv[seq_to_rollout]  # [S]
 
 
-@register_advantage("grpo")
+@ADVANTAGES.register("grpo")
 def grpo_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor,
                    roles: torch.Tensor) -> torch.Tensor:
     """GRPO (Shao et al. 2024; verl `compute_grpo_outcome_advantage`).  [S] x 4 -> [S].
@@ -137,7 +138,7 @@ def grpo_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.
     return torch.where(flat, torch.zeros_like(rewards), (rewards - mean) / (std + EPS))  # [S]
 
 
-@register_advantage("rloo")
+@ADVANTAGES.register("rloo")
 def rloo_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor,
                    roles: torch.Tensor) -> torch.Tensor:
     """REINFORCE leave-one-out (Ahmadian et al. 2024).  [S] x 4 -> [S].
@@ -154,7 +155,7 @@ def rloo_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.
     return torch.where(count[seq_to_rollout] > 1, adv, torch.zeros_like(adv))  # [S]
 
 
-@register_advantage("per_role")
+@ADVANTAGES.register("per_role")
 def per_role_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor,
                        roles: torch.Tensor) -> torch.Tensor:
     """A baseline per (problem, role type).  [S] x 4 -> [S].

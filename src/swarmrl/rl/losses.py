@@ -1,9 +1,11 @@
-"""Policy losses (a registry). Every loss returns `(loss, metrics)` and has the signature
+"""Policy losses (a registry: `rl.loss` names a built-in, `ppo_clip` or `pg`, or a
+`package.module:fn` / `path/file.py:fn` spec of a user's loss). Every loss returns
+`(loss, metrics)` and has the signature
 
     loss_fn(logp [B, T], old_logp [B, T], adv [B, T], weights [B, T], *, clip_eps=0.2)
 
-(`clip_eps` is keyword-only so that a caller still passing the old `(..., mask, num_tokens)`
-fails loudly instead of silently using the token count as the clip range.)
+(`clip_eps` is keyword-only so that a stray fifth positional argument, such as a token
+count, fails loudly instead of silently becoming the clip range.)
 
 `weights` is the loss mask times the per-sequence weight from `rl/aggregation.py`
 (0 on every token the policy did not generate, invariant 3), and the loss is
@@ -16,7 +18,8 @@ the minibatch loss.
 Metrics (ratio_mean, clip_frac, approx_kl) are plain token means over the tokens with
 weight > 0: they describe the policy's tokens, not the aggregation (rl/update.py pools them
 over micro-batches by token count). `clip_frac` counts the tokens whose gradient the clip
-removes (`clip_removes_gradient`); a loss that never clips says so with `clips = False`, and
+removes (`clip_removes_gradient`); a loss that never clips says so with the function
+attribute `clips = False` (a loss without the attribute is taken to clip at `clip_eps`), and
 the per-role statistics (diagnostics/roles.py) then count no clipped tokens either.
 """
 
@@ -26,21 +29,20 @@ from typing import Callable
 
 import torch
 
+from swarmrl.registry import Registry
+
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
-LOSSES: dict[str, LossFn] = {}
+LOSSES: Registry[LossFn] = Registry("policy loss", classes=False)
 
 
-def register_loss(name: str):
-    def deco(fn: LossFn) -> LossFn:
-        LOSSES[name] = fn
-        return fn
-    return deco
+def register_loss(name: str) -> Callable[[LossFn], LossFn]:
+    """Decorator adding a loss under `name` (a duplicate name is a PluginError)."""
+    return LOSSES.register(name)
 
 
 def get_loss(name: str) -> LossFn:
-    if name not in LOSSES:
-        raise KeyError(f"unknown policy loss '{name}'; registered: {sorted(LOSSES)}")
-    return LOSSES[name]
+    """A registered name, or a `package.module:fn` / `path/file.py:fn` spec -> the loss."""
+    return LOSSES.get(name)
 
 
 def clip_removes_gradient(ratio: torch.Tensor, adv: torch.Tensor, clip_eps: float) -> torch.Tensor:
@@ -72,7 +74,7 @@ def _token_metrics(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor
         }
 
 
-@register_loss("ppo_clip")
+@LOSSES.register("ppo_clip")
 def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor, *,
                   clip_eps: float = 0.2) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO-clip surrogate against the behaviour log-probs.  All inputs [B, T].
@@ -92,7 +94,7 @@ def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
 ppo_clip_loss.clips = True
 
 
-@register_loss("pg")
+@LOSSES.register("pg")
 def pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor, *,
             clip_eps: float = 0.2) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Vanilla REINFORCE-style policy gradient -adv * logp (RLCR's core update).  [B, T] inputs.

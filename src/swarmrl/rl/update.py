@@ -25,6 +25,7 @@ from swarmrl.diagnostics.roles import finalize_role_stats, grad_norm, merge_sums
 from swarmrl.policy.sharing import PolicySet
 from swarmrl.rl.aggregation import sequence_weights, token_weights
 from swarmrl.rl.batch import TrainSeq, micro_batches, pad, token_logprobs
+from swarmrl.seeds import rng_for
 
 
 class Updater:
@@ -97,7 +98,7 @@ class Updater:
         micro-batches, slots and minibatches), whatever the aggregation."""
         for model in self.policies.modules():
             model.train()
-        order = np.random.default_rng([self.seed, step, 1]).permutation(len(seqs))
+        order = rng_for("minibatch_order", self.seed, step).permutation(len(seqs))
         out: dict[str, float] = {}
         totals: dict[str, float] = {}
         stats: dict = {}

