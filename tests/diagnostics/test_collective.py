@@ -50,7 +50,7 @@ def test_deadline_counts_only_work_before_it():
     assert m["latency_mean"] == pytest.approx(first_end + 1e-6)
 
 
-# ------------------------------------------------------------------ metrics as of a limit (issue 5)
+# ------------------------------------------------------------------ metrics as of a limit
 
 from swarmrl.diagnostics.collective import at_limit, collective_metrics as _cm, snapshot_metrics, token_counter  # noqa: E402
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from swarmrl.runs import checkpoint as ckpt_mod
 from swarmrl.runs.checkpoint import (
     CheckpointError,
     capture_rng,
@@ -16,6 +15,7 @@ from swarmrl.runs.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from swarmrl.runs.manifest import sha256
 
 
 def _model_and_opt():
@@ -156,7 +156,7 @@ def test_unparseable_file_with_matching_hash_still_refused(tmp_path):
     for e in manifest["files"]:
         if e["name"] == f.name:
             e["size"] = f.stat().st_size
-            e["sha256"] = ckpt_mod._sha256(f)
+            e["sha256"] = sha256(f)
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(CheckpointError, match="corrupt checkpoint file .*policy.safetensors"):
         load_checkpoint(path)

@@ -1,4 +1,4 @@
-"""Action tags inside agent replies (DESIGN.md section 5, invariant 6).
+"""Action tags inside agent replies: parsing never raises, whatever the model wrote.
 
 An agent's reply is free text ("thinking", ignored) with action tags in it:
 
@@ -26,7 +26,7 @@ Bodies are raw text up to the matching close tag: tags inside a body are not act
 message that quotes `<wait/>` does not make the sender wait), and an unclosed body tag
 swallows the rest of the reply.
 
-Where we are stricter than the DESIGN sketch: `<submit>` needs `item` (its meaning is the
+Stricter than a bare tag syntax would need: `<submit>` needs `item` (its meaning is the
 task's: the runtime asks the task to resolve it), and `last` must be a plain decimal integer.
 """
 
@@ -163,62 +163,11 @@ def parse_reply(text: str, max_actions: int = 32, max_body_chars: int = 2000,
     pending: _OpenBody | None = None  # a body tag waiting for its close tag
     forgive: str | None = None  # a close tag whose problem was already reported
     for m in _TOKEN_RE.finditer(text):
-        if pending is not None:
-            # Inside a body only the matching close tag means anything.
-            if m.group("close") != pending.kind:
-                continue
-            body = text[pending.body_start:m.start()]
-            if pending.attrs is not None:
-                if len(body) > max_body_chars:
-                    out.error(f"error: <{pending.kind}> body too long (max {max_body_chars} chars)")
-                else:
-                    out.action(Action(pending.kind, pending.attrs, body))
+        if pending is None:
+            pending, forgive = _outside_body(out, m, forgive)
+        elif m.group("close") == pending.kind:  # inside a body only the matching close tag means anything
+            _end_body(out, pending, text[pending.body_start:m.start()], max_body_chars)
             pending = None
-            if out.full:
-                break
-            continue
-        close, kind, bad = m.group("close"), m.group("open"), m.group("bad")
-        last_forgive, forgive = forgive, None
-        if close is not None:
-            if close != last_forgive:
-                out.error(f"error: stray </{_short(close)}>")
-            continue
-        if bad is not None:
-            name = bad.lstrip("/")
-            if name in SPECS:
-                if bad.startswith("/"):
-                    out.error(f"error: malformed </{name}>")
-                    continue
-                out.error(f'error: malformed <{name}> tag (write attributes as name="value")')
-                body_follows = (m.group("bad_end") == ">"
-                                and not m.group(0).endswith("/>") and SPECS[name].body != "none")
-                if body_follows:  # skip the body the model meant to write, not parse it as actions
-                    pending = _OpenBody(name, None, m.end())
-            elif m.group("bad_end") == ">":
-                out.error(f"error: unknown action <{_short(name)}>")
-            continue
-        spec = SPECS.get(kind)
-        self_closing = m.group("slash") == "/"
-        if spec is None:
-            out.error(f"error: unknown action <{_short(kind)}>")
-            forgive = None if self_closing else kind
-            continue
-        pairs = [(a.group(1), a.group(2)) for a in _ATTR_RE.finditer(m.group("attrs"))]
-        problem = _attr_problem(kind, spec, pairs)
-        if self_closing:
-            if spec.body == "required":
-                problem = problem or f"error: <{kind}> needs a body, like <{kind} ...>text</{kind}>"
-            if problem:
-                out.error(problem)
-            else:
-                out.action(Action(kind, dict(pairs)))
-        elif spec.body == "none":
-            out.error(problem or f"error: <{kind}> must be self-closing, like <{kind}/>")
-            forgive = kind
-        else:
-            if problem:
-                out.error(problem)
-            pending = _OpenBody(kind, None if problem else dict(pairs), m.end())
         if out.full:
             break
     if pending is not None:
@@ -226,6 +175,72 @@ def parse_reply(text: str, max_actions: int = 32, max_body_chars: int = 2000,
     if out.hidden_errors:
         out.errors.append(f"error: {out.hidden_errors} more problems not shown")
     return ParseResult(out.actions, out.errors)
+
+
+def _end_body(out: _Collector, pending: _OpenBody, body: str, max_body_chars: int) -> None:
+    """A body tag met its close tag: the action, unless its open tag was already reported."""
+    if pending.attrs is None:
+        return
+    if len(body) > max_body_chars:
+        out.error(f"error: <{pending.kind}> body too long (max {max_body_chars} chars)")
+    else:
+        out.action(Action(pending.kind, pending.attrs, body))
+
+
+def _outside_body(out: _Collector, m: re.Match,
+                  last_forgive: str | None) -> tuple[_OpenBody | None, str | None]:
+    """One token outside any body: (the body it opens, the close tag to forgive next)."""
+    close, bad = m.group("close"), m.group("bad")
+    if close is not None:
+        if close != last_forgive:
+            out.error(f"error: stray </{_short(close)}>")
+        return None, None
+    if bad is not None:
+        return _malformed_tag(out, m, bad), None
+    return _well_formed_tag(out, m, m.group("open"))
+
+
+def _malformed_tag(out: _Collector, m: re.Match, bad: str) -> _OpenBody | None:
+    """Report a tag the regex could not read; the body to skip if one was meant to follow."""
+    name = bad.lstrip("/")
+    if name not in SPECS:
+        if m.group("bad_end") == ">":
+            out.error(f"error: unknown action <{_short(name)}>")
+        return None
+    if bad.startswith("/"):
+        out.error(f"error: malformed </{name}>")
+        return None
+    out.error(f'error: malformed <{name}> tag (write attributes as name="value")')
+    body_follows = (m.group("bad_end") == ">"
+                    and not m.group(0).endswith("/>") and SPECS[name].body != "none")
+    # Skip the body the model meant to write, not parse it as actions.
+    return _OpenBody(name, None, m.end()) if body_follows else None
+
+
+def _well_formed_tag(out: _Collector, m: re.Match,
+                     kind: str) -> tuple[_OpenBody | None, str | None]:
+    """An open or self-closing tag: (the body it opens, the close tag to forgive next)."""
+    spec = SPECS.get(kind)
+    self_closing = m.group("slash") == "/"
+    if spec is None:
+        out.error(f"error: unknown action <{_short(kind)}>")
+        return None, (None if self_closing else kind)
+    pairs = [(a.group(1), a.group(2)) for a in _ATTR_RE.finditer(m.group("attrs"))]
+    problem = _attr_problem(kind, spec, pairs)
+    if self_closing:
+        if spec.body == "required":
+            problem = problem or f"error: <{kind}> needs a body, like <{kind} ...>text</{kind}>"
+        if problem:
+            out.error(problem)
+        else:
+            out.action(Action(kind, dict(pairs)))
+        return None, None
+    if spec.body == "none":
+        out.error(problem or f"error: <{kind}> must be self-closing, like <{kind}/>")
+        return None, kind
+    if problem:
+        out.error(problem)
+    return _OpenBody(kind, None if problem else dict(pairs), m.end()), None
 
 
 def render_action(action: Action) -> str:

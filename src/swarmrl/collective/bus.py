@@ -1,10 +1,10 @@
-"""The governed message bus: direct messages, channels, an archive (DESIGN.md sections 3, 6).
+"""The governed message bus: direct messages, channels, an archive.
 
 RLCR keeps the communication primitives simple, and notes that any shared writable state
 is a message board that agents can misuse. So every write here is governed:
 
 - provenance: the sender is always an argument supplied by the runtime, never parsed from
-  the message text (invariant 5);
+  the message text;
 - membership: only members post to a channel, and a channel post reaches an agent's inbox
   only if the agent is a member *when the post is delivered* (a late joiner reads the
   archive instead; a fired agent hears nothing more);
@@ -17,7 +17,7 @@ Time is simulated (seconds, floats). A message sent at `now` is delivered at
 
 Error convention: problems caused by an agent's action (too long, not a member, rate
 limit) come back as an `"error: ..."` string for the agent's next observation and are
-audited and counted. `BusError` is raised only for runtime bugs (joining a channel that
+audited. `BusError` is raised only for runtime bugs (joining a channel that
 does not exist).
 
 Policy that is not the bus's business: who may create channels (only the CEO) and whether
@@ -48,15 +48,6 @@ class Message:
     text: str
     sent_at: float
     deliver_at: float  # sent_at + latency_s
-
-
-@dataclass
-class BusStats:
-    direct: int = 0  # accepted direct messages
-    channel: int = 0  # accepted channel posts
-    archive_reads: int = 0  # accepted archive reads
-    rejected: int = 0  # every rejected action (any kind)
-    message_chars: int = 0  # characters of accepted messages and posts
 
 
 @dataclass
@@ -92,7 +83,6 @@ class MessageBus:
         # `last="99999"` from blowing up the context.
         self.max_archive_read = max_archive_read
         self.audit: list[dict] = []
-        self.stats = BusStats()
         self._channels: dict[str, _Channel] = {}
         self._messages: list[Message] = []  # every accepted message, in id order
         self._sent: dict[str, int] = {}  # sender -> accepted sends + posts (the rate limit)
@@ -104,7 +94,6 @@ class MessageBus:
                            "outcome": outcome, **extra})
 
     def _reject(self, now: float, actor: str, action: str, target: str | None, error: str) -> str:
-        self.stats.rejected += 1
         self._log(now, actor, action, target, error)
         return error
 
@@ -123,7 +112,6 @@ class MessageBus:
                       text=text, sent_at=now, deliver_at=now + self.latency_s)
         self._messages.append(msg)
         self._sent[sender] = self._sent.get(sender, 0) + 1
-        self.stats.message_chars += len(text)
         return msg
 
     # ---- membership --------------------------------------------------------------------
@@ -185,7 +173,6 @@ class MessageBus:
         if problem:
             return self._reject(now, sender, "direct", to, problem)
         msg = self._accept(sender, "direct", to, None, text, now)
-        self.stats.direct += 1
         self._log(now, sender, "direct", to, "ok", message_id=msg.id, chars=len(text), deliver_at=msg.deliver_at)
         return msg
 
@@ -201,7 +188,6 @@ class MessageBus:
             return self._reject(now, sender, "post", channel, problem)
         msg = self._accept(sender, "channel", None, channel, text, now)
         ch.posts.append(msg)
-        self.stats.channel += 1
         self._log(now, sender, "post", channel, "ok", message_id=msg.id, chars=len(text), deliver_at=msg.deliver_at)
         return msg
 
@@ -218,7 +204,6 @@ class MessageBus:
         delivered = sorted((m for m in ch.posts if m.deliver_at <= now),
                            key=lambda m: (m.deliver_at, m.id))
         out = delivered[-min(last, self.max_archive_read):]
-        self.stats.archive_reads += 1
         self._log(now, reader, "read", channel, "ok", returned=len(out))
         return out
 

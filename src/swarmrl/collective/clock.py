@@ -1,4 +1,4 @@
-"""The simulated clock's latency model (DESIGN.md section 3).
+"""The simulated clock's latency model.
 
 Latency is what RLCR optimises, so it must not depend on the machine the simulation
 runs on: a turn's duration is computed from token counts, never measured.

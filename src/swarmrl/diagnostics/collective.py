@@ -74,6 +74,10 @@ def token_counter(tokenizer) -> Callable[[str], int]:
 def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | None = None) -> Snapshot:
     """The rollout cut at `limit_s` (<= its own deadline; larger values are clipped to it)."""
     L = min(limit_s, r.time_limit)
+    # Messages and reads are recounted from the bus, not taken from `r.counters`: the counters
+    # cannot be cut at L, they skip the workflow's routing messages (sender "wf"), and they
+    # count an archive read when it is asked for, while the bus performs it (and audits it)
+    # only at the reader's next turn, if there is one and the reader is still a member.
     kept = {i: t for i, t in r.solved.items() if t <= L}
     msgs = [m for m in r.bus.messages if m.sent_at <= L]
     reads = [e for e in r.bus.audit if e["action"] == "read" and e["outcome"] == "ok" and e["time"] <= L]
@@ -180,7 +184,7 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
         turns = [t for r in rollouts for t in r.turns if t.role == role]
         m[f"role/{role}/turns_per_rollout"] = len(turns) / max(n, 1)
         m[f"role/{role}/tokens_per_turn"] = _mean([t.generated_tokens for t in turns])
-    # New keys (issue 5) from the same timeline; the ones above keep their meaning.
+    # The same timeline cut at the deadline, for what the counters above cannot give.
     full = snapshot_metrics([at_limit(r, r.time_limit, count_tokens) for r in rollouts])
     for k in ("useful_work_per_min", "critical_path_s", "direct_message_tokens_per_rollout",
               "channel_message_tokens_per_rollout", "archive_messages_read_per_rollout",

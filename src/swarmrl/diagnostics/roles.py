@@ -73,7 +73,7 @@ def merge_sums(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]) -
 
 
 def finalize_role_stats(sums: dict[str, dict[str, float]]) -> dict[str, float]:
-    """Token means per role, as `role/<r>/<metric>` metrics keys (DESIGN.md section 5).
+    """Token means per role, as `role/<r>/<metric>` metrics keys.
 
     perplexity = exp(mean nll) of the policy's own sampled tokens (rises when a role's
     distribution drifts away from what it samples), entropy, ratio_mean, clip_frac, tokens.

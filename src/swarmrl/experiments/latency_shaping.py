@@ -6,7 +6,7 @@ the warm start itself, as the "before"), and writes one report comparing them:
 
   OUT/arms/<arm>/          a normal run directory per arm (metrics.jsonl, plots/, final/)
   OUT/scaling/<arm>.json   the scaling table (+ .csv, score/token-vs-latency PNGs)
-  OUT/report.md            the comparison, with the issue's checks computed from the tables
+  OUT/report.md            the comparison, with the checks computed from the tables
   OUT/summary.json         every number the report quotes, and the wall time
 
 Arms whose run directory already holds a `final/` policy are not retrained, so an
@@ -77,7 +77,7 @@ def arm_configs(exp: ExperimentConfig, resolve) -> dict[str, Config]:
 
 
 def window_steps(rows: list[dict]) -> int:
-    """The issue's first/last 10 steps, shrunk to half the run so the windows never overlap."""
+    """The first/last WINDOW steps, shrunk to half the run so the windows never overlap."""
     return max(1, min(WINDOW, len(rows) // 2))
 
 
@@ -93,7 +93,7 @@ def _window(rows: list[dict], key: str, first: bool) -> tuple[float | None, floa
 
 def rises(change: float | None, se: float | None, z: float = 2.0) -> bool:
     """A rise larger than z standard errors of the change: per-step metrics of 32 rollouts are
-    noisy, and "0.731 -> 0.736" (a previous run) is not a rise worth the name."""
+    noisy, and a move like "0.731 -> 0.736" is not a rise worth the name."""
     return change is not None and se is not None and change > z * se
 
 
@@ -103,81 +103,138 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def compute_checks(cfg: Config, runs: dict[str, list[dict]], tables: dict[str, list[dict]],
                    summaries: dict[str, dict], reference: list[dict] | None = None) -> dict:
-    """The issue's checks, from the training metrics and the scaling tables.
+    """The experiment's checks, from the training metrics and the scaling tables.
 
-    "Single agent" is read two ways: the same checkpoint at team size 1 (the issue's
-    definition), and `reference`, the perfect scripted single agent (`..._reference...` keys).
+    "Single agent" is read two ways: the same checkpoint at team size 1, and `reference`,
+    the perfect scripted single agent (`..._reference...` keys).
     """
     tight, loose = cfg.time_limit.start, cfg.time_limit.end
     out: dict = {"tight_limit_s": tight, "loose_limit_s": loose, "window_steps": {a: window_steps(r) for a, r in runs.items()}, "arms": {}}
     ref_items = score_at(reference, 1, tight, "useful_work") if reference else None
     for arm, rows in tables.items():
-        sizes = sorted({r["team_size"] for r in rows})
-        single = score_at(rows, 1, tight, "useful_work") if 1 in sizes else None
-        teams = {k: score_at(rows, k, tight, "useful_work") for k in sizes if k > 1}
-        best_k = max(teams, key=lambda k: teams[k] or 0.0) if teams else None
-        s = summaries[arm]
-        ttss = {int(k): v.get("time_to_single_agent_score_s") for k, v in s["by_team_size"].items()}
-        team_t = [t for k, t in ttss.items() if k > 1 and t is not None]
-        a = {"items_single_at_tight": single, "items_by_team_at_tight": teams, "best_team_size_at_tight": best_k,
-             "items_ratio_best_team_vs_single_at_tight": _ratio(teams.get(best_k), single),
-             "time_to_single_agent_score_s": ttss,
-             "single_agent_best_score": s.get("single_agent_best_score"),
-             # Told max=0, a checkpoint that never scores has forgotten how to work alone (RL ran
-             # at max_experts only); every comparison with "its" single agent is then vacuous.
-             "single_degenerate": s.get("single_agent_best_score") == 0,
-             "items_single_at_loose": score_at(rows, 1, loose, "useful_work") if 1 in sizes else None,
-             "items_by_team_at_loose": {k: score_at(rows, k, loose, "useful_work") for k in sizes if k > 1},
-             "team_beats_single_to_its_best": (min(team_t) < ttss.get(1)) if team_t and ttss.get(1) else False}
+        a = _team_vs_single(rows, summaries[arm], tight, loose)
         if reference:
-            ttrs = {int(k): v.get("time_to_reference_score_s") for k, v in s["by_team_size"].items()}
-            ref_t = [t for k, t in ttrs.items() if k > 1 and t is not None]
-            a.update({"items_reference_at_tight": ref_items,
-                      "items_ratio_best_team_vs_reference_at_tight": _ratio(teams.get(best_k), ref_items),
-                      "reference_best_score": s.get("reference_single_best_score"),
-                      "reference_time_to_its_best_s": s.get("reference_time_to_its_best_s"),
-                      "time_to_reference_score_s": ttrs,
-                      "team_beats_reference_to_its_best": bool(ref_t) and min(ref_t) < s["reference_time_to_its_best_s"]})
-        for key in ("ref/messages_per_rollout", "ref/expert_work_share", "ref/score_mean", "messages_per_rollout",
-                    "expert_work_share", "score_mean", "team_size_mean"):
-            if arm in runs:
-                (f, f_se), (l_, l_se) = _window(runs[arm], key, True), _window(runs[arm], key, False)
-                a[f"train/{key}"] = {"first": f, "last": l_, "ratio": _ratio(l_, f),
-                                     "change": None if f is None or l_ is None else l_ - f,
-                                     "change_se": None if f_se is None or l_se is None else float(np.hypot(f_se, l_se))}
+            a.update(_team_vs_reference(a, summaries[arm], ref_items))
+        if arm in runs:
+            a.update(_training_change(runs[arm]))
         out["arms"][arm] = a
+    _verdicts(out, reference)
+    return out
+
+
+def _team_vs_single(rows: list[dict], s: dict, tight: float, loose: float) -> dict:
+    """One arm's teams against its own checkpoint playing alone, at both limits."""
+    sizes = sorted({r["team_size"] for r in rows})
+    single = score_at(rows, 1, tight, "useful_work") if 1 in sizes else None
+    teams = {k: score_at(rows, k, tight, "useful_work") for k in sizes if k > 1}
+    best_k = max(teams, key=lambda k: teams[k] or 0.0) if teams else None
+    ttss = {int(k): v.get("time_to_single_agent_score_s") for k, v in s["by_team_size"].items()}
+    team_t = [t for k, t in ttss.items() if k > 1 and t is not None]
+    return {"items_single_at_tight": single, "items_by_team_at_tight": teams, "best_team_size_at_tight": best_k,
+            "items_ratio_best_team_vs_single_at_tight": _ratio(teams.get(best_k), single),
+            "time_to_single_agent_score_s": ttss,
+            "single_agent_best_score": s.get("single_agent_best_score"),
+            # Told max=0, a checkpoint that never scores has forgotten how to work alone (RL ran
+            # at max_experts only); every comparison with "its" single agent is then vacuous.
+            "single_degenerate": s.get("single_agent_best_score") == 0,
+            "items_single_at_loose": score_at(rows, 1, loose, "useful_work") if 1 in sizes else None,
+            "items_by_team_at_loose": {k: score_at(rows, k, loose, "useful_work") for k in sizes if k > 1},
+            "team_beats_single_to_its_best": (min(team_t) < ttss.get(1)) if team_t and ttss.get(1) else False}
+
+
+def _team_vs_reference(a: dict, s: dict, ref_items: float | None) -> dict:
+    """One arm's teams against the perfect scripted single agent (`a`: its _team_vs_single)."""
+    teams, best_k = a["items_by_team_at_tight"], a["best_team_size_at_tight"]
+    ttrs = {int(k): v.get("time_to_reference_score_s") for k, v in s["by_team_size"].items()}
+    ref_t = [t for k, t in ttrs.items() if k > 1 and t is not None]
+    return {"items_reference_at_tight": ref_items,
+            "items_ratio_best_team_vs_reference_at_tight": _ratio(teams.get(best_k), ref_items),
+            "reference_best_score": s.get("reference_single_best_score"),
+            "reference_time_to_its_best_s": s.get("reference_time_to_its_best_s"),
+            "time_to_reference_score_s": ttrs,
+            "team_beats_reference_to_its_best": bool(ref_t) and min(ref_t) < s["reference_time_to_its_best_s"]}
+
+
+def _training_change(rows: list[dict]) -> dict:
+    """`train/<metric>`: first and last window of one arm's training, their ratio and change."""
+    a = {}
+    for key in ("ref/messages_per_rollout", "ref/expert_work_share", "ref/score_mean", "messages_per_rollout",
+                "expert_work_share", "score_mean", "team_size_mean"):
+        (f, f_se), (l_, l_se) = _window(rows, key, True), _window(rows, key, False)
+        a[f"train/{key}"] = {"first": f, "last": l_, "ratio": _ratio(l_, f),
+                             "change": None if f is None or l_ is None else l_ - f,
+                             "change_se": None if f_se is None or l_se is None else float(np.hypot(f_se, l_se))}
+    return a
+
+
+def _verdicts(out: dict, reference: list[dict] | None) -> None:
+    """The `check_...` keys: the time_limit arm's checks, then whether the none arm rises less."""
     tl, no = out["arms"].get("time_limit"), out["arms"].get("none")
-    if tl:
-        out["check_items_2x_at_tight"] = (tl["items_ratio_best_team_vs_single_at_tight"] or 0) >= 2.0
-        m = tl.get("train/ref/messages_per_rollout", {})
-        out["check_messages_rise_1.5x"] = (m.get("ratio") or 0) >= 1.5
-        e = tl.get("train/ref/expert_work_share", {})
-        out["check_expert_share_rises"] = rises(e.get("change"), e.get("change_se"))
-        out["check_team_reaches_single_best_sooner"] = tl["team_beats_single_to_its_best"]
-        ws = out["arms"].get(WARM)
-        if ws and ws["items_single_at_tight"]:  # the warm start's single agent: same prior, never RL-trained
-            tl["items_ratio_best_team_vs_warm_single_at_tight"] = _ratio(
-                tl["items_by_team_at_tight"].get(tl["best_team_size_at_tight"]), ws["items_single_at_tight"])
-            out["check_items_2x_warm_single_at_tight"] = (tl["items_ratio_best_team_vs_warm_single_at_tight"] or 0) >= 2.0
-        if reference:
-            out["check_items_2x_reference_at_tight"] = (tl["items_ratio_best_team_vs_reference_at_tight"] or 0) >= 2.0
-            out["check_team_reaches_reference_best_sooner"] = tl["team_beats_reference_to_its_best"]
-    if tl and no:
+    if not tl:
+        return
+    out["check_items_2x_at_tight"] = (tl["items_ratio_best_team_vs_single_at_tight"] or 0) >= 2.0
+    m = tl.get("train/ref/messages_per_rollout", {})
+    out["check_messages_rise_1.5x"] = (m.get("ratio") or 0) >= 1.5
+    e = tl.get("train/ref/expert_work_share", {})
+    out["check_expert_share_rises"] = rises(e.get("change"), e.get("change_se"))
+    out["check_team_reaches_single_best_sooner"] = tl["team_beats_single_to_its_best"]
+    ws = out["arms"].get(WARM)
+    if ws and ws["items_single_at_tight"]:  # the warm start's single agent: same prior, never RL-trained
+        tl["items_ratio_best_team_vs_warm_single_at_tight"] = _ratio(
+            tl["items_by_team_at_tight"].get(tl["best_team_size_at_tight"]), ws["items_single_at_tight"])
+        out["check_items_2x_warm_single_at_tight"] = (tl["items_ratio_best_team_vs_warm_single_at_tight"] or 0) >= 2.0
+    if reference:
+        out["check_items_2x_reference_at_tight"] = (tl["items_ratio_best_team_vs_reference_at_tight"] or 0) >= 2.0
+        out["check_team_reaches_reference_best_sooner"] = tl["team_beats_reference_to_its_best"]
+    if no:
         mt, mn = tl["train/ref/messages_per_rollout"], no["train/ref/messages_per_rollout"]
         et, en = tl["train/ref/expert_work_share"], no["train/ref/expert_work_share"]
         out["check_none_rises_less"] = {
             "messages": (mn.get("ratio") or 0) < (mt.get("ratio") or 0),
             # "As much": time_limit's rise must be real (> 2 SE) and larger than none's.
             "expert_share": rises(et.get("change"), et.get("change_se")) and (en.get("change") or 0) < et["change"]}
-    return out
 
 
 def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, list[dict]],
                  tables: dict[str, list[dict]], summaries: dict[str, dict], checks: dict, info: dict,
                  reference: list[dict] | None = None) -> Path:
+    """`out/report.md` and the figures it shows (under `out/figures`)."""
     fig = out / "figures"
     fig.mkdir(parents=True, exist_ok=True)
     tight, loose = checks["tight_limit_s"], checks["loose_limit_s"]
+    _plot_figures(fig, runs, tables, checks, tight, loose)
+    w = min(checks["window_steps"].values(), default=WINDOW)
+    L = [f"# Latency shaping: does a time limit teach a collective to parallelise?\n",
+         f"Base config `{exp.base}`, shared overrides `{' '.join(exp.overrides) or '-'}`; arms: "
+         + ", ".join(f"**{a}** (`{' '.join(o)}`)" for a, o in exp.arms.items()) + ".",
+         f"Same warm start (`{info['init']}`), seed and step budget for every arm. Scaling evaluation: team sizes "
+         f"{exp.scale.team_sizes}, {exp.scale.problems} held-out problems each, limits {exp.scale.time_limits_s} s, "
+         f"{'pre-staffed org' if exp.scale.prestaffed else 'the CEO may hire up to the team size'}. "
+         f"Tight limit = the curriculum's first deadline ({tight:g} s), loose = its last ({loose:g} s). "
+         f"Wall time of this invocation {info['wall_s']:.0f} s; training steps (from the arms' metrics) "
+         + ", ".join(f"{a} {t:.0f} s" for a, t in info.get("train_s", {}).items()) + ".\n", "## Checks\n"]
+    if checks["arms"].get("time_limit", {}):
+        L += _check_lines(cfg, checks, tight, w)
+    L += _scaling_lines(exp, tables, summaries, tight, loose)
+    L += ["## Latency to reach a score\n",
+          "The same question at fixed scores below everyone's best (the sources' \"a single agent needs k times "
+          "the time\"): the smallest budget (simulated s) at which each agent or team first reaches the score.\n",
+          md_table(["who", "team size"] + [f"to {t:g}" for t in SCORE_TARGETS],
+                   latency_to_score_rows(tables, reference, SCORE_TARGETS)), ""]
+    L += [f"## Training: first vs last {w} steps\n",
+          md_table(["arm", "metric", f"first {w}", f"last {w}", "ratio", "change +- s.e."],
+                   [[arm, k[6:], v["first"], v["last"], v["ratio"], f"{_f(v['change'])} +- {_f(v['change_se'])}"]
+                    for arm, a in checks["arms"].items() for k, v in a.items() if k.startswith("train/")]), "",
+          "## Figures\n"]
+    L += [f"![{p.stem}](figures/{p.name})" for p in sorted(fig.glob("*.png"))]
+    L += [f"![{arm}](scaling/{arm}_score_vs_latency.png)" for arm in tables]
+    path = out / "report.md"
+    path.write_text("\n".join(L) + "\n")
+    return path
+
+
+def _plot_figures(fig: Path, runs: dict[str, list[dict]], tables: dict[str, list[dict]], checks: dict,
+                  tight: float, loose: float) -> None:
     plot_training_compare(runs, ["ref/messages_per_rollout", "ref/expert_work_share", "ref/score_mean",
                                  "ref/team_size_mean"], fig / "training_at_ref_limit.png",
                           f"training, measured as of the tight limit ({tight:g} s), every arm")
@@ -189,84 +246,69 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
     plot_grouped_bars({arm: {str(k): v for k, v in checks["arms"][arm]["time_to_single_agent_score_s"].items()}
                        for arm in tables}, fig / "time_to_single_agent_score.png", "simulated s",
                       "latency to reach the single agent's best score (no bar: never)")
-    L = [f"# Latency shaping: does a time limit teach a collective to parallelise?\n",
-         f"Base config `{exp.base}`, shared overrides `{' '.join(exp.overrides) or '-'}`; arms: "
-         + ", ".join(f"**{a}** (`{' '.join(o)}`)" for a, o in exp.arms.items()) + ".",
-         f"Same warm start (`{info['init']}`), seed and step budget for every arm. Scaling evaluation: team sizes "
-         f"{exp.scale.team_sizes}, {exp.scale.problems} held-out problems each, limits {exp.scale.time_limits_s} s, "
-         f"{'pre-staffed org' if exp.scale.prestaffed else 'the CEO may hire up to the team size'}. "
-         f"Tight limit = the curriculum's first deadline ({tight:g} s), loose = its last ({loose:g} s). "
-         f"Wall time of this invocation {info['wall_s']:.0f} s; training steps (from the arms' metrics) "
-         + ", ".join(f"{a} {t:.0f} s" for a, t in info.get("train_s", {}).items()) + ".\n", "## Checks\n"]
-    tl = checks["arms"].get("time_limit", {})
-    w = min(checks["window_steps"].values(), default=WINDOW)
-    if tl:
-        m = tl["train/ref/messages_per_rollout"]
-        e = tl["train/ref/expert_work_share"]
-        L += [md_table(["check", "measured", "holds"], [
-            [f"time_limit: best team solves >= 2x a single agent's items at {tight:g} s",
-             f"team {tl['best_team_size_at_tight']}: {_f(tl['items_by_team_at_tight'].get(tl['best_team_size_at_tight']))} vs "
-             f"single {_f(tl['items_single_at_tight'])} = {_f(tl['items_ratio_best_team_vs_single_at_tight'])}x",
-             checks["check_items_2x_at_tight"]],
-            [f"time_limit: messages/rollout (as of {tight:g} s) last-{w} >= 1.5x first-{w} steps",
-             f"{_f(m['first'])} -> {_f(m['last'])} = {_f(m['ratio'])}x", checks["check_messages_rise_1.5x"]],
-            [f"time_limit: experts' share of the work (as of {tight:g} s) rises by > 2 standard errors",
-             f"{_f(e['first'])} -> {_f(e['last'])} (change {_f(e['change'])} +- {_f(e['change_se'])})",
-             checks["check_expert_share_rises"]],
-            ["none: neither rises as much (messages ratio, share change)",
-             _none_text(checks), all(checks.get("check_none_rises_less", {}).values()) if "check_none_rises_less" in checks else None],
-            ["time_limit: a team reaches the single agent's best score sooner",
-             ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_single_agent_score_s"].items()),
-             checks["check_team_reaches_single_best_sooner"]]]
-            + ([[f"(vs the perfect scripted single agent) best team solves >= 2x its items at {tight:g} s",
-                 f"{_f(tl['items_by_team_at_tight'].get(tl['best_team_size_at_tight']))} vs {_f(tl['items_reference_at_tight'])}"
-                 f" = {_f(tl['items_ratio_best_team_vs_reference_at_tight'])}x", checks["check_items_2x_reference_at_tight"]],
-                ["(vs the perfect scripted single agent) a team reaches its best score sooner",
-                 f"it needs {_f(tl['reference_time_to_its_best_s'])} s for {_f(tl['reference_best_score'])}; teams: "
-                 + ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_reference_score_s"].items() if k > 1),
-                 checks["check_team_reaches_reference_best_sooner"]]] if "items_reference_at_tight" in tl else [])
-            + _other_single_rows(checks)), "",
+
+
+def _check_lines(cfg: Config, checks: dict, tight: float, w: int) -> list[str]:
+    """The checks table (the time_limit arm is there) and a warning per degenerate single agent."""
+    tl = checks["arms"]["time_limit"]
+    m, e = tl["train/ref/messages_per_rollout"], tl["train/ref/expert_work_share"]
+    team = tl["items_by_team_at_tight"].get(tl["best_team_size_at_tight"])
+    rows = [
+        [f"time_limit: best team solves >= 2x a single agent's items at {tight:g} s",
+         f"team {tl['best_team_size_at_tight']}: {_f(team)} vs "
+         f"single {_f(tl['items_single_at_tight'])} = {_f(tl['items_ratio_best_team_vs_single_at_tight'])}x",
+         checks["check_items_2x_at_tight"]],
+        [f"time_limit: messages/rollout (as of {tight:g} s) last-{w} >= 1.5x first-{w} steps",
+         f"{_f(m['first'])} -> {_f(m['last'])} = {_f(m['ratio'])}x", checks["check_messages_rise_1.5x"]],
+        [f"time_limit: experts' share of the work (as of {tight:g} s) rises by > 2 standard errors",
+         f"{_f(e['first'])} -> {_f(e['last'])} (change {_f(e['change'])} +- {_f(e['change_se'])})",
+         checks["check_expert_share_rises"]],
+        ["none: neither rises as much (messages ratio, share change)",
+         _none_text(checks), all(checks.get("check_none_rises_less", {}).values()) if "check_none_rises_less" in checks else None],
+        ["time_limit: a team reaches the single agent's best score sooner",
+         ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_single_agent_score_s"].items()),
+         checks["check_team_reaches_single_best_sooner"]]]
+    if "items_reference_at_tight" in tl:
+        rows += [
+            [f"(vs the perfect scripted single agent) best team solves >= 2x its items at {tight:g} s",
+             f"{_f(team)} vs {_f(tl['items_reference_at_tight'])}"
+             f" = {_f(tl['items_ratio_best_team_vs_reference_at_tight'])}x", checks["check_items_2x_reference_at_tight"]],
+            ["(vs the perfect scripted single agent) a team reaches its best score sooner",
+             f"it needs {_f(tl['reference_time_to_its_best_s'])} s for {_f(tl['reference_best_score'])}; teams: "
+             + ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_reference_score_s"].items() if k > 1),
+             checks["check_team_reaches_reference_best_sooner"]]]
+    return [md_table(["check", "measured", "holds"], rows + _other_single_rows(checks)), "",
             "Team size 1 is the trained checkpoint playing alone (header `max=0`); the perfect scripted single agent "
-            "is the warm start's solo demonstrator (never wrong, fewest tokens) on the same problems and clock.\n"]
-        L += [f"**{arm}'s own single agent is degenerate**: told `max=0` it scores 0 at every limit (it tries to "
-              f"hire: RL ran with the CEO allowed {cfg.workflow.max_experts} experts, and the shared policy's hiring "
-              "carried over to `max=0`; see `rl.smaller_caps_fraction`). Comparisons with its own single agent are "
-              "vacuous; read the other single agents.\n"
-              for arm, a in checks["arms"].items() if arm != WARM and a.get("single_degenerate")]
-    L += ["## Score at the tight and loose limits (scaling eval)\n",
-          md_table(["arm", "team size"] + [f"score @ {tight:g} s", f"score @ {loose:g} s", f"items @ {tight:g} s",
-                                           f"chosen team size @ {loose:g} s", f"experts' share @ {loose:g} s",
-                                           f"messages @ {loose:g} s", f"tokens @ {loose:g} s"],
-                   [[arm, k, score_at(rows, k, tight), score_at(rows, k, loose), score_at(rows, k, tight, "useful_work"),
-                     score_at(rows, k, loose, "team_size_mean"), score_at(rows, k, loose, "expert_work_share"),
-                     score_at(rows, k, loose, "messages_per_rollout"), score_at(rows, k, loose, "total_tokens_per_rollout")]
-                    for arm, rows in tables.items() for k in sorted({r["team_size"] for r in rows})]), "",
-          "## Time to the single agent's best score\n",
-          "Smallest latency budget (simulated s) at which each team size first reaches the target score, "
-          "and the tokens per rollout it had spent by then (`never`: not within the grid).\n",
-          md_table(["arm", "target"] + [f"team {k}: s (tokens)" for k in exp.scale.team_sizes],
-                   [[arm, f"{who} {_f(s.get(best))}"] + [
-                       f"{_f(s['by_team_size'][str(k)].get(f'time_to_{tag}_score_s'), 'never')} "
-                       f"({_f(s['by_team_size'][str(k)].get(f'tokens_at_{tag}_score'))})" for k in exp.scale.team_sizes]
-                    for arm, s in summaries.items()
-                    for who, tag, best in (("own single agent", "single_agent", "single_agent_best_score"),
-                                           ("perfect scripted single agent", "reference", "reference_single_best_score"))
-                    if s.get(best) is not None]), "",
-          "## Latency to reach a score\n",
-          "The same question at fixed scores below everyone's best (the sources' \"a single agent needs k times "
-          "the time\"): the smallest budget (simulated s) at which each agent or team first reaches the score.\n",
-          md_table(["who", "team size"] + [f"to {t:g}" for t in SCORE_TARGETS],
-                   latency_to_score_rows(tables, reference, SCORE_TARGETS)), "",
-          f"## Training: first vs last {w} steps\n",
-          md_table(["arm", "metric", f"first {w}", f"last {w}", "ratio", "change +- s.e."],
-                   [[arm, k[6:], v["first"], v["last"], v["ratio"], f"{_f(v['change'])} +- {_f(v['change_se'])}"]
-                    for arm, a in checks["arms"].items() for k, v in a.items() if k.startswith("train/")]), "",
-          "## Figures\n"]
-    L += [f"![{p.stem}](figures/{p.name})" for p in sorted(fig.glob("*.png"))]
-    L += [f"![{arm}](scaling/{arm}_score_vs_latency.png)" for arm in tables]
-    path = out / "report.md"
-    path.write_text("\n".join(L) + "\n")
-    return path
+            "is the warm start's solo demonstrator (never wrong, fewest tokens) on the same problems and clock.\n"] + [
+        f"**{arm}'s own single agent is degenerate**: told `max=0` it scores 0 at every limit (it tries to "
+        f"hire: RL ran with the CEO allowed {cfg.workflow.max_experts} experts, and the shared policy's hiring "
+        "carried over to `max=0`; see `rl.smaller_caps_fraction`). Comparisons with its own single agent are "
+        "vacuous; read the other single agents.\n"
+        for arm, a in checks["arms"].items() if arm != WARM and a.get("single_degenerate")]
+
+
+def _scaling_lines(exp: ExperimentConfig, tables: dict[str, list[dict]], summaries: dict[str, dict],
+                   tight: float, loose: float) -> list[str]:
+    """The scaling tables: score at both limits, and time to the single agent's best score."""
+    return ["## Score at the tight and loose limits (scaling eval)\n",
+            md_table(["arm", "team size"] + [f"score @ {tight:g} s", f"score @ {loose:g} s", f"items @ {tight:g} s",
+                                             f"chosen team size @ {loose:g} s", f"experts' share @ {loose:g} s",
+                                             f"messages @ {loose:g} s", f"tokens @ {loose:g} s"],
+                     [[arm, k, score_at(rows, k, tight), score_at(rows, k, loose), score_at(rows, k, tight, "useful_work"),
+                       score_at(rows, k, loose, "team_size_mean"), score_at(rows, k, loose, "expert_work_share"),
+                       score_at(rows, k, loose, "messages_per_rollout"), score_at(rows, k, loose, "total_tokens_per_rollout")]
+                      for arm, rows in tables.items() for k in sorted({r["team_size"] for r in rows})]), "",
+            "## Time to the single agent's best score\n",
+            "Smallest latency budget (simulated s) at which each team size first reaches the target score, "
+            "and the tokens per rollout it had spent by then (`never`: not within the grid).\n",
+            md_table(["arm", "target"] + [f"team {k}: s (tokens)" for k in exp.scale.team_sizes],
+                     [[arm, f"{who} {_f(s.get(best))}"] + [
+                         f"{_f(s['by_team_size'][str(k)].get(f'time_to_{tag}_score_s'), 'never')} "
+                         f"({_f(s['by_team_size'][str(k)].get(f'tokens_at_{tag}_score'))})" for k in exp.scale.team_sizes]
+                      for arm, s in summaries.items()
+                      for who, tag, best in (("own single agent", "single_agent", "single_agent_best_score"),
+                                             ("perfect scripted single agent", "reference", "reference_single_best_score"))
+                      if s.get(best) is not None]), ""]
 
 
 def latency_to_score_rows(tables: dict[str, list[dict]], reference: list[dict] | None,

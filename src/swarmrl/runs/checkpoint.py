@@ -1,6 +1,6 @@
 """Atomic, verified checkpoints: weights, optimizer, RNG and data position.
 
-Layout of one checkpoint (DESIGN.md section 5)::
+Layout of one checkpoint::
 
     run_dir/checkpoints/step_N/
         <group>.safetensors     one per tensor group ("policy", later per-role adapters)
@@ -8,7 +8,7 @@ Layout of one checkpoint (DESIGN.md section 5)::
         state.json              JSON extra state (rng, data position, curriculum) + "step"
         manifest.json           written LAST: name, size, sha256 of every file above
 
-Why this much ceremony: invariant 7 (resume == straight run) only holds if a resume never
+Why this much ceremony: a resumed run equals a straight run only if a resume never
 silently picks up a half-written or bit-rotted checkpoint. So every file is first written
 into a hidden temp dir, fsynced, and the dir is renamed into place in one step; a reader
 trusts a checkpoint only if its manifest exists and every hash matches.
@@ -30,8 +30,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from swarmrl.runs.manifest import (FORMAT_VERSION, CheckpointError, file_entries, fsync_dir,
-                                   fsync_file, pid_alive, read_json, sha256, temp_owner,
-                                   verify_files, write_json)
+                                   fsync_file, pid_alive, read_json, temp_owner, verify_files,
+                                   write_json)
 
 MANIFEST = "manifest.json"
 STATE = "state.json"
@@ -62,9 +62,6 @@ def _check_group(name: str) -> None:
             f"checkpoint group name {name!r} must match {_GROUP_NAME.pattern} "
             "(it becomes a file name)"
         )
-
-
-_fsync_file, _fsync_dir, _sha256, _write_json, _read_json = fsync_file, fsync_dir, sha256, write_json, read_json
 
 
 def _snapshot_tensors(group: str, sd: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -113,51 +110,61 @@ def save_checkpoint(
     tmp.mkdir()
 
     try:
-        files: list[str] = []
-        for group, sd in tensors.items():
-            name = f"{group}.safetensors"
-            save_file(_snapshot_tensors(group, sd), str(tmp / name), metadata={"group": group})
-            _fsync_file(tmp / name)
-            files.append(name)
-        for group, osd in optimizers.items():
-            name = f"optim_{group}.pt"
-            with open(tmp / name, "wb") as f:
-                torch.save(osd, f)
-                f.flush()
-                os.fsync(f.fileno())
-            files.append(name)
-        _write_json(tmp / STATE, {**state, "step": step})
-        files.append(STATE)
-
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "step": step,
-            "tensor_groups": list(tensors),
-            "optimizer_groups": list(optimizers),
-            "files": file_entries(tmp, files),
-        }
-        _write_json(tmp / MANIFEST, manifest)  # last: its presence means "complete"
-        _fsync_dir(tmp)
-
-        # os.rename cannot replace a non-empty dir, so move an existing step_N aside first
-        # and put it back if the swap fails.
-        if final.exists():
-            if old.exists():
-                shutil.rmtree(old)
-            os.rename(final, old)
-            try:
-                os.rename(tmp, final)
-            except BaseException:
-                os.rename(old, final)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
-        _fsync_dir(ckpt_root)
+        _write_contents(tmp, step, tensors, optimizers, state)
+        _swap_into_place(tmp, final, old)
+        fsync_dir(ckpt_root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def _write_contents(tmp: Path, step: int, tensors: dict[str, dict[str, torch.Tensor]],
+                    optimizers: dict[str, dict], state: dict) -> None:
+    """Every file of the checkpoint into `tmp`, each fsynced, the manifest last."""
+    files: list[str] = []
+    for group, sd in tensors.items():
+        name = f"{group}.safetensors"
+        save_file(_snapshot_tensors(group, sd), str(tmp / name), metadata={"group": group})
+        fsync_file(tmp / name)
+        files.append(name)
+    for group, osd in optimizers.items():
+        name = f"optim_{group}.pt"
+        with open(tmp / name, "wb") as f:
+            torch.save(osd, f)
+            f.flush()
+            os.fsync(f.fileno())
+        files.append(name)
+    write_json(tmp / STATE, {**state, "step": step})
+    files.append(STATE)
+
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "step": step,
+        "tensor_groups": list(tensors),
+        "optimizer_groups": list(optimizers),
+        "files": file_entries(tmp, files),
+    }
+    write_json(tmp / MANIFEST, manifest)  # last: its presence means "complete"
+    fsync_dir(tmp)
+
+
+def _swap_into_place(tmp: Path, final: Path, old: Path) -> None:
+    """Rename `tmp` to `final`; an existing `final` survives if the swap fails."""
+    if not final.exists():
+        os.rename(tmp, final)
+        return
+    # os.rename cannot replace a non-empty dir, so move the existing one aside first
+    # and put it back if the swap fails.
+    if old.exists():
+        shutil.rmtree(old)
+    os.rename(final, old)
+    try:
+        os.rename(tmp, final)
+    except BaseException:
+        os.rename(old, final)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- reading
@@ -167,7 +174,7 @@ def _verify_manifest(path: Path) -> dict:
     mpath = path / MANIFEST
     if not mpath.is_file():
         raise CheckpointError(f"partial checkpoint: {mpath} missing")
-    manifest = _read_json(mpath)
+    manifest = read_json(mpath)
     verify_files(path, manifest, mpath)
     return manifest
 
@@ -198,7 +205,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
             raise CheckpointError(f"corrupt checkpoint file {fpath}: {e}") from e
 
     spath = path / STATE
-    state = _read_json(spath)
+    state = read_json(spath)
     if not isinstance(state, dict) or "step" not in state:
         raise CheckpointError(f"corrupt checkpoint file {spath}: no 'step' entry")
     return Checkpoint(

@@ -1,4 +1,4 @@
-"""A run directory: config, metrics, samples, checkpoints and plots (DESIGN.md section 5).
+"""A run directory: config, metrics, samples, checkpoints and plots.
 
     run_dir/
         config.yaml        the resolved config; written last at create (see below)
@@ -16,8 +16,7 @@ directory without it holds at most leftovers of an aborted start, which `create`
 Metrics are appended with flush + fsync per row, so a crash loses at most the row being
 written; readers skip an unterminated last line instead of failing on it. On resume the
 trainer calls `truncate_metrics(resume_step)` so rows written after the checkpoint (and
-therefore about to be rewritten) are dropped and the file equals a straight run's
-(invariant 7).
+therefore about to be rewritten) are dropped and the file equals a straight run's.
 """
 
 from __future__ import annotations
