@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from swarmrl.config import ModelConfig
-from swarmrl.policy.model import (ModelLoadError, build_tiny_policy, load_policy, load_run_policy, make_policy,
+from swarmrl.policy.model import (ModelLoadError, build_tiny_policy, load_policy, load_run_policy,
                                   save_policy, save_run_policy, verify_run_policy)
 from swarmrl.policy.tokenizer import END, build_tokenizer
 from swarmrl.runs.checkpoint import CheckpointError
@@ -32,7 +32,7 @@ def test_saved_model_loads_by_path_through_the_hub_code_path(tmp_path):
     p = build_tiny_policy(TINY, seed=3)
     save_policy(p, tmp_path / "m")
     assert (tmp_path / "m" / "model.safetensors").exists()
-    q = make_policy(ModelConfig(name_or_path=str(tmp_path / "m")))
+    q = load_policy(tmp_path / "m")
     ids = torch.tensor([p.tokenizer.encode("A:1+2+3\n>>", add_special_tokens=False)])
     with torch.no_grad():
         assert torch.allclose(p.model(ids).logits, q.model(ids).logits, atol=1e-6)

@@ -125,17 +125,6 @@ def test_dropping_finished_rows_keeps_the_others_exact(policy):
         assert torch.allclose(torch.tensor(s.logprobs), recomputed(pol, prompt, s.ids), atol=1e-4)
 
 
-def test_stop_strings_end_a_turn(policy):
-    (prompt,) = prompts_of_lengths([7], seed=2)
-    (full,) = HFSampler(policy).generate([prompt], 8, seed=0, greedy=True)
-    text = policy.tokenizer.decode(full.ids[:3], skip_special_tokens=False)
-    (s,) = HFSampler(policy, stop_strings=[text[-1]]).generate([prompt], 8, seed=0, greedy=True)
-    # It stops at the first token whose decoded text ends with the stop string.
-    assert len(s.ids) <= 3 and s.ids == full.ids[:len(s.ids)]
-    assert policy.tokenizer.decode(s.ids, skip_special_tokens=False).endswith(text[-1])
-    assert s.hit_cap is False
-
-
 def test_temperature_must_be_positive(policy):
     with pytest.raises(ValueError, match="temperature"):
         HFSampler(policy, temperature=0.0)

@@ -6,14 +6,12 @@ sampled by its agent's role policy; a plain Policy is wrapped as one shared poli
 
 from __future__ import annotations
 
-import zlib
 from typing import Sequence
 
-import numpy as np
-
+from swarmrl import seeds
 from swarmrl.policy.model import Policy
 from swarmrl.policy.sampler import Sample
-from swarmrl.policy.sharing import PolicySet
+from swarmrl.policy.sharing import PolicySet, make_policy_set
 
 
 class LLMActor:
@@ -22,7 +20,7 @@ class LLMActor:
                  kv_cache_mb: float = 0.0):
         """`kv_cache_mb`: cap on the per-agent KV caches kept between turns (0 = no cap)."""
         if isinstance(policies, Policy):
-            policies = PolicySet(policies, "shared", ["any"], temperature=temperature)
+            policies = make_policy_set(policies, "shared", ["any"], temperature=temperature)
         self.policies = policies
         self.max_new_tokens = max_new_tokens
         self.greedy = greedy
@@ -59,7 +57,7 @@ class ActorStream:
 
     def add(self, requests: Sequence, seed: int) -> None:
         for r in requests:
-            adapter = self.actor.policies.slot(r.agent.role) if self.actor.policies.sharing == "isolated" else None
+            adapter = self.actor.policies.adapter_for(r.agent.role)
             # key: the agent, whose next prompt extends this one (its KV cache is reused)
             key = (id(r.rollout), r.agent.name) if self.actor.prefix_cache else None  # as in `finished`
             self.stream.add(self.next_tag, r.prompt, adapter, turn_seed(seed, r), key=key)
@@ -87,9 +85,8 @@ class ActorStream:
 
 
 def turn_seed(wave_seed: int, request) -> int:
-    """The sampling seed of one agent turn: a function of the turn alone (rollout index, agent,
-    its turn number) and the wave seed, never of the batch it is sampled in. A rollout's k-th
-    wave is the same wave whichever other rollouts run beside it, so a rollout samples the same
-    tokens in one process or on any Ray worker (distributed/)."""
-    name = zlib.crc32(request.agent.name.encode())  # stable across processes (str hash is salted)
-    return int(np.random.SeedSequence([wave_seed % (1 << 63), request.rollout.index, name, request.agent.turns]).generate_state(1)[0])
+    """The sampling seed of one agent turn (seeds.turn_seed): a function of the turn alone
+    (rollout index, agent, its turn number) and the wave seed, never of the batch it is sampled
+    in. A rollout's k-th wave is the same wave whichever other rollouts run beside it, so a
+    rollout samples the same tokens in one process or on any Ray worker (distributed/)."""
+    return seeds.turn_seed(wave_seed, request.rollout.index, request.agent.name, request.agent.turns)

@@ -119,7 +119,3 @@ def verify_run_policy(path: Path) -> dict:
 def load_run_policy(path: Path, dtype: str = "float32") -> Policy:
     verify_run_policy(path)
     return load_policy(path, dtype)
-
-
-def make_policy(cfg: ModelConfig, seed: int = 0) -> Policy:
-    return load_policy(cfg.name_or_path, cfg.dtype) if cfg.name_or_path else build_tiny_policy(cfg, seed)

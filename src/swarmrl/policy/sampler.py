@@ -8,7 +8,7 @@ next turns while the other rollouts are still decoding (collective/runtime.py).
 Why not `model.generate`: agent turns have very different lengths (a one-token `<wait/>`
 next to a 60-token hiring turn), and `generate` keeps computing every row until the
 longest one ends. The loop below drops a row from the batch (and from the KV cache) as
-soon as it emits the end-of-turn token or a stop string, so the cost of a wave follows
+soon as it emits the end-of-turn token, so the cost of a wave follows
 the tokens actually generated (measured: benchmarks/rollout_throughput.py). The returned
 log-probs are those of the distribution actually sampled from (temperature applied),
 which the PPO ratio needs as its denominator.
@@ -25,7 +25,6 @@ import torch
 from transformers import DynamicCache
 
 from swarmrl.policy.kvcache import crop_left, length_buckets, stack_left_padded
-
 from swarmrl.policy.model import Policy
 
 
@@ -63,13 +62,12 @@ def sample_tokens(logits: torch.Tensor, temperature: float, greedy: bool,
 
 class HFSampler:
     def __init__(self, policy: Policy, temperature: float = 1.0, max_batch_sequences: int = 256,
-                 stop_strings: list[str] | None = None, prefill_overhead_tokens: int = 300):
+                 prefill_overhead_tokens: int = 300):
         if temperature <= 0:
             raise ValueError(f"sampler temperature must be > 0 (got {temperature}); use greedy=True instead")
         self.policy = policy
         self.temperature = temperature
         self.max_batch_sequences = max_batch_sequences
-        self.stop_strings = stop_strings or []
         # The fixed cost of one forward call in prompt tokens (tiny model, 2 CPU cores: ~10 ms
         # for one row vs ~28k prefill tokens/s). 0 would put every length in its own bucket.
         self.prefill_overhead_tokens = prefill_overhead_tokens
@@ -77,7 +75,11 @@ class HFSampler:
     def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False,
                admit_fraction: float = 0.5, kv_cache_mb: float = 0.0) -> "DecodeStream":
         """`kv_cache_mb`: cap on the saved per-agent prefixes (DecodeStream), 0 = no cap."""
-        return DecodeStream(self, max_new_tokens, seed, greedy, admit_fraction, kv_cache_mb)
+        settings = DecodeSettings(max_new_tokens=max_new_tokens, temperature=self.temperature, greedy=greedy,
+                                  end_id=self.policy.end_id, pad_id=self.policy.pad_id,
+                                  max_batch_sequences=self.max_batch_sequences,
+                                  prefill_overhead_tokens=self.prefill_overhead_tokens, admit_fraction=admit_fraction)
+        return DecodeStream(self.policy.model, settings, seed, kv_cache_mb)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
@@ -96,14 +98,32 @@ class HFSampler:
                 out[i] = sample
         return out  # type: ignore[return-value]
 
-    def stopped(self, ids: list[int]) -> bool:
-        """Does the reply end with the end token or a stop string (chat models)?"""
-        if ids[-1] == self.policy.end_id:
-            return True
-        if not self.stop_strings:
-            return False
-        tail = self.policy.tokenizer.decode(ids[-16:], skip_special_tokens=False)
-        return any(tail.endswith(s) for s in self.stop_strings)
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """What a DecodeStream decodes with (HFSampler.stream fills it from the sampler and policy)."""
+
+    max_new_tokens: int  # a turn is cut (hit_cap) after this many tokens
+    temperature: float
+    greedy: bool
+    end_id: int  # the token that ends a turn
+    pad_id: int
+    max_batch_sequences: int  # rows decoded at once; further prompts wait in the queue
+    prefill_overhead_tokens: int  # one forward call's fixed cost in tokens (kvcache.length_buckets)
+    admit_fraction: float  # queued prompts join a running batch once they are this many x its rows
+
+
+@dataclass
+class Row:
+    """One request of a DecodeStream: queued, then a batch row until its turn ends."""
+
+    tag: object  # the caller's name for it, returned with its Sample
+    prompt: list[int]
+    key: object  # the agent whose next prompt extends this one (its KV cache is saved), or None
+    adapter: str | None  # the LoRA adapter it runs through, or None
+    generator: torch.Generator | None  # its own sampling noise (row seed); None: the stream's
+    toks: list[int] = field(default_factory=list)  # generated so far
+    lps: list[float] = field(default_factory=list)  # behaviour log-prob of each token
 
 
 class DecodeStream:
@@ -124,25 +144,18 @@ class DecodeStream:
     change (each row draws from its own generator).
     """
 
-    def __init__(self, sampler: HFSampler, max_new_tokens: int, seed: int, greedy: bool, admit_fraction: float,
-                 kv_cache_mb: float = 0.0):
-        self.s, self.max_new_tokens, self.greedy, self.admit_fraction = sampler, max_new_tokens, greedy, admit_fraction
-        self.model = sampler.policy.model
-        self.device = self.model.device
+    def __init__(self, model: torch.nn.Module, settings: DecodeSettings, seed: int, kv_cache_mb: float = 0.0):
+        self.model, self.settings = model, settings
+        self.device = model.device
         self.gen = torch.Generator(device=self.device).manual_seed(seed)  # rows without a row seed
-        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
         # transformers 5 renamed `past_key_values` to `cache`; remote-code models may still use the old name.
         self.cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-        self.queue: list[tuple[object, list[int]]] = []
-        self.adapter: dict[object, str | None] = {}
-        self.row_gen: dict[object, torch.Generator | None] = {}
-        self.toks: dict[object, list[int]] = {}
-        self.lps: dict[object, list[float]] = {}
-        self.rows: list[object] = []  # tag of each batch row, in batch order
+        self.live: dict[object, Row] = {}  # tag -> every request added and not yet finished
+        self.queue: list[Row] = []  # waiting to join the batch
+        self.rows: list[Row] = []  # the batch, in batch order
         self.cache = self.attn = self.next_pos = self.logits = None  # [A, W] mask, [A] positions, [A, V]
         self.stackable = True  # False for sliding-window/static caches: then prompts join an empty batch only
-        self.prompt: dict[object, list[int]] = {}
-        self.key: dict[object, object] = {}
         # key -> (tokens, [(k, v)] per layer), least recently saved first
         self.prefix: OrderedDict[object, tuple[list[int], list]] = OrderedDict()
         self.prefix_bytes: dict[object, int] = {}
@@ -154,13 +167,12 @@ class DecodeStream:
     def add(self, tag, prompt: list[int], adapter: str | None = None, row_seed: int | None = None,
             key=None) -> None:
         """`key`: who the prompt belongs to (an agent); its next prompt reuses this one's KV cache."""
-        if tag in self.toks:
+        if tag in self.live:
             raise ValueError(f"tag {tag!r} is already in the stream")
-        self.queue.append((tag, prompt))
-        self.prompt[tag], self.key[tag] = prompt, key
-        self.adapter[tag] = adapter
-        self.row_gen[tag] = None if row_seed is None else torch.Generator(device=self.device).manual_seed(row_seed)
-        self.toks[tag], self.lps[tag] = [], []
+        gen = None if row_seed is None else torch.Generator(device=self.device).manual_seed(row_seed)
+        row = Row(tag, prompt, key, adapter, gen)
+        self.live[tag] = row
+        self.queue.append(row)
 
     def busy(self) -> bool:
         return bool(self.queue or self.rows)
@@ -176,8 +188,9 @@ class DecodeStream:
         self.cached_bytes -= self.prefix_bytes.pop(key, 0)
         return saved
 
-    def _extra(self, tags) -> dict:
-        return {"adapter_names": [self.adapter[t] for t in tags]} if self.adapter[tags[0]] is not None else {}
+    @staticmethod
+    def _extra(rows: list[Row]) -> dict:
+        return {"adapter_names": [r.adapter for r in rows]} if rows[0].adapter is not None else {}
 
     # inference_mode, not no_grad: nothing sampled here is ever differentiated (the learner
     # recomputes log-probs from token ids), so autograd's view/version tracking is pure cost.
@@ -195,23 +208,25 @@ class DecodeStream:
             self.model.train()
 
     def _step(self) -> list[tuple[object, Sample]]:
-        room = self.s.max_batch_sequences - len(self.rows)
+        st = self.settings
+        room = st.max_batch_sequences - len(self.rows)
         if self.queue and room > 0 and (not self.rows or (self.stackable and
-                                                           len(self.queue) >= self.admit_fraction * len(self.rows))):
+                                                           len(self.queue) >= st.admit_fraction * len(self.rows))):
             self._admit(self.queue[:room])
             self.queue = self.queue[room:]
         if not self.rows:
             return []
-        gens = self.gen if any(self.row_gen[t] is None for t in self.rows) else [self.row_gen[t] for t in self.rows]
-        tok, lp = sample_tokens(self.logits, self.s.temperature, self.greedy, gens)  # [A], [A]
+        gens = self.gen if any(r.generator is None for r in self.rows) else [r.generator for r in self.rows]
+        tok, lp = sample_tokens(self.logits, st.temperature, st.greedy, gens)  # [A], [A]
         keep, done = [], []
-        for j, (tag, k, v) in enumerate(zip(self.rows, tok.tolist(), lp.tolist())):
-            self.toks[tag].append(k)
-            self.lps[tag].append(v)
-            stopped = self.s.stopped(self.toks[tag])  # decodes text when there are stop strings: once
-            if stopped or len(self.toks[tag]) >= self.max_new_tokens:
-                self._save_prefix(j, tag)
-                done.append((tag, Sample(self.toks.pop(tag), self.lps.pop(tag), hit_cap=not stopped)))
+        for j, (row, k, v) in enumerate(zip(self.rows, tok.tolist(), lp.tolist())):
+            row.toks.append(k)
+            row.lps.append(v)
+            stopped = k == st.end_id
+            if stopped or len(row.toks) >= st.max_new_tokens:
+                self._save_prefix(j, row)
+                del self.live[row.tag]
+                done.append((row.tag, Sample(row.toks, row.lps, hit_cap=not stopped)))
             else:
                 keep.append(j)
         if len(keep) < len(self.rows):  # drop finished rows from the batch and the KV cache
@@ -223,8 +238,6 @@ class DecodeStream:
                              use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache}, **self._extra(self.rows))
             self.logits = out.logits[:, -1]  # [A, V]
             self.next_pos = self.next_pos + 1
-        for tag, _ in done:
-            del self.adapter[tag], self.row_gen[tag], self.prompt[tag], self.key[tag]
         return done
 
     def _select(self, keep: list[int]) -> None:
@@ -241,40 +254,45 @@ class DecodeStream:
         if lead > 0 and crop_left(self.cache, lead):
             self.attn = self.attn[:, lead:]
 
-    def _admit(self, batch: list[tuple[object, list[int]]], bucketed: bool = True) -> None:
+    def _parts(self, batch: list[Row], bucketed: bool) -> list[list[tuple[Row, list[int], tuple | None]]]:
+        """`batch` as prefill parts of (row, new tokens, saved prefix or None): rows without a
+        usable saved prefix first, then those that extend one, each in length buckets."""
+        fresh, cont = [], []
+        for row in batch:
+            saved = self._drop_prefix(row.key) if self.stackable else None
+            if saved is not None and len(saved[0]) < len(row.prompt) and row.prompt[:len(saved[0])] == saved[0]:
+                cont.append((row, row.prompt[len(saved[0]):], saved))
+            else:
+                fresh.append((row, row.prompt, None))
+        parts = []
+        for group in (fresh, cont):
+            lengths = [len(x) for _, x, _ in group]
+            buckets = (length_buckets(lengths, self.settings.prefill_overhead_tokens) if bucketed and group
+                       else [list(range(len(group)))] if group else [])
+            parts += [[group[i] for i in b] for b in buckets]
+        return parts
+
+    def _admit(self, batch: list[Row], bucketed: bool = True) -> None:
         """Prefill `batch` in length buckets and stack it under the running rows (left padding).
 
         A prompt that extends a saved prefix (the same agent's previous turn) only runs its new
         tokens, on top of the saved keys/values: the observation since its last turn, not the
         whole conversation again. Layout of such a row: [pad | past | pad | new], the holes
         masked out, so every row's last token sits in the last column."""
-        parts = []  # (tags, past [(k, v)] per layer or None, past lengths, new token lists)
-        fresh, cont = [], []
-        for tag, prompt in batch:
-            saved = self._drop_prefix(self.key.get(tag)) if self.stackable else None
-            if saved is not None and len(saved[0]) < len(prompt) and prompt[:len(saved[0])] == saved[0]:
-                cont.append((tag, prompt[len(saved[0]):], saved))
-            else:
-                fresh.append((tag, prompt, None))
-        for group in (fresh, cont):
-            lengths = [len(x) for _, x, _ in group]
-            buckets = (length_buckets(lengths, self.s.prefill_overhead_tokens) if bucketed and group
-                       else [list(range(len(group)))] if group else [])
-            parts += [[group[i] for i in b] for b in buckets]
         caches, logits, masks, rows, next_pos = [], [], [], [], []
-        for part in parts:
+        for part in self._parts(batch, bucketed):
             cache, logit, mask, pos = self._prefill_part(part)
             caches.append(cache)
             logits.append(logit)
             masks.append(mask)
             next_pos.append(pos)
-            rows += [tag for tag, _, _ in part]
+            rows += [row for row, _, _ in part]
         if self.rows:
             caches.insert(0, self.cache)
             logits.insert(0, self.logits)
             masks.insert(0, self.attn)
             next_pos.insert(0, self.next_pos)
-        stacked = stack_left_padded(caches, self.max_new_tokens)
+        stacked = stack_left_padded(caches, self.settings.max_new_tokens)
         if stacked is None:  # sliding-window or static layers cannot be stacked: one padded bucket
             self.stackable = False
             if len(caches) > 1:
@@ -287,10 +305,10 @@ class DecodeStream:
         self.rows = self.rows + rows
 
     def _prefill_part(self, part: list) -> tuple[DynamicCache, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One forward over rows (tag, new tokens, saved prefix or None); the saved prefixes of a
+        """One forward over rows (row, new tokens, saved prefix or None); the saved prefixes of a
         part are all present or all absent. Returns (cache, last logits [b, V], mask [b, Wp+N],
         next positions [b])."""
-        pad_id, b = self.s.policy.pad_id, len(part)
+        pad_id, b = self.settings.pad_id, len(part)
         n = max(len(x) for _, x, _ in part)
         past = [0 if saved is None else len(saved[0]) for _, _, saved in part]
         wp = max(past)
@@ -311,19 +329,19 @@ class DecodeStream:
                                                  for kv in layers])
         ids, mask, pos = ids.to(self.device), mask.to(self.device), pos.to(self.device)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
-                         **{self.cache_kw: cache}, **self._extra([tag for tag, _, _ in part]))
+                         **{self.cache_kw: cache}, **self._extra([row for row, _, _ in part]))
         return cache, out.logits[:, -1], mask, pos[:, -1] + 1
 
-    def _save_prefix(self, j: int, tag) -> None:
+    def _save_prefix(self, j: int, row: Row) -> None:
         """Keep a finished row's keys/values (padding removed) for its agent's next turn. They
         cover the prompt and every generated token but the last, which was never fed back."""
-        key = self.key.get(tag)
+        key = row.key
         if key is None or not self.stackable or key in self.ended:
             return
         cols = self.attn[j].nonzero().squeeze(-1)  # [len] the row's real columns
         kv = [(layer.keys[j][:, cols], layer.values[j][:, cols]) for layer in self.cache.layers]  # [heads, len, d]
         self._drop_prefix(key)
-        self.prefix[key] = (self.prompt[tag] + self.toks[tag][:-1], kv)
+        self.prefix[key] = (row.prompt + row.toks[:-1], kv)
         self.prefix_bytes[key] = sum(k.nbytes + v.nbytes for k, v in kv)
         self.cached_bytes += self.prefix_bytes[key]
         while self.cap_bytes and self.cached_bytes > self.cap_bytes:  # least recently saved first

@@ -27,6 +27,8 @@ import torch
 
 from swarmrl.config import ConfigError
 from swarmrl.policy.sampler import Sample
+from swarmrl.policy.sharing import policy_class
+from swarmrl.seeds import seed_for
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # ranks vLLM's punica kernels are built for
 VLLM_LORA_MODULES = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}  # packed by vLLM for Qwen/Llama
@@ -37,10 +39,11 @@ def check_engine(cfg) -> None:
     if cfg.sampler.engine != "vllm":
         return
     pol = cfg.policy
-    if pol.sharing == "isolated_full":
+    mode = policy_class(pol.sharing)
+    if not mode.one_model:
         raise ConfigError("sampler.engine=vllm cannot serve policy.sharing=isolated_full (one full model per role); "
                           "use policy.sharing=isolated (per-role LoRA adapters, served together) or sampler.engine=hf")
-    if pol.sharing == "isolated":
+    if mode.adapters:
         if pol.lora_rank not in VLLM_LORA_RANKS:
             raise ConfigError(f"sampler.engine=vllm cannot serve a LoRA adapter of policy.lora_rank={pol.lora_rank} "
                               f"(vLLM serves ranks {list(VLLM_LORA_RANKS)})")
@@ -73,13 +76,12 @@ class VLLMSampler:
         self.policies = policies
         self.temperature = cfg.sampler.temperature
         self.end_id = policies.base.end_id
-        self.stop_strings: list[str] = []
         self.dir = Path(tempfile.mkdtemp(prefix="swarmrl-vllm-"))
         model = policies.policies[policies.slots[0]].model
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         base.save_pretrained(self.dir / "base", state_dict=_clean_base_state(model), safe_serialization=True)
         policies.base.tokenizer.save_pretrained(self.dir / "base")
-        self.lora = policies.sharing == "isolated"
+        self.lora = policies.adapters
         kwargs = dict(model=str(self.dir / "base"), enable_prefix_caching=True, seed=cfg.seed,
                       max_model_len=cfg.model.max_context_tokens, gpu_memory_utilization=0.4,
                       enforce_eager=True,
@@ -127,9 +129,9 @@ class VLLMSampler:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         params = [SamplingParams(n=1, temperature=0.0 if greedy else self.temperature, max_tokens=max_new_tokens,
-                                 logprobs=0, seed=(row_seeds[i] if row_seeds else seed * 1009 + i) % (1 << 63),
-                                 stop=self.stop_strings or None, include_stop_str_in_output=True,
-                                 stop_token_ids=[self.end_id], skip_special_tokens=False)
+                                 logprobs=0, seed=(row_seeds[i] if row_seeds else seed_for("engine_row", seed, i))
+                                 % (1 << 63), include_stop_str_in_output=True, stop_token_ids=[self.end_id],
+                                 skip_special_tokens=False)
                   for i in range(len(prompts))]
         lora = [self.requests[a] for a in adapters] if self.lora and adapters is not None else None
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
