@@ -51,7 +51,7 @@ def child(rollouts: int, setting: str, cap_mb: float, experts: int, threads: int
     from swarmrl.config import load_config
     from swarmrl.policy.actor import LLMActor
     from swarmrl.policy.model import build_tiny_policy
-    from swarmrl.rl.trainer import make_runtime, max_experts_for
+    from swarmrl.build import make_runtime, max_experts_for
 
     torch.set_num_threads(threads)
     cfg = load_config(resolve_config(DEMO_CONFIG), [f"sampler.kv_cache_mb={0 if setting == 'off' else cap_mb}"])

@@ -28,7 +28,7 @@ from swarmrl.config import load_config
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import load_policy
 from swarmrl.policy.warmstart import warm_start
-from swarmrl.rl.trainer import make_runtime, max_experts_for
+from swarmrl.build import make_runtime, max_experts_for
 
 
 def run_runtime(cfg, policy, seed: int, waves: bool = False) -> dict:

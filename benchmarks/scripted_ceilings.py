@@ -22,7 +22,7 @@ from swarmrl.cli import DEMO_CONFIG, resolve_config
 from swarmrl.config import load_config
 from swarmrl.diagnostics.collective import at_limit, snapshot_metrics
 from swarmrl.policy.tokenizer import END, build_tokenizer
-from swarmrl.rl.trainer import make_runtime
+from swarmrl.build import make_runtime
 from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy
 
 

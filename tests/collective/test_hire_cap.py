@@ -8,7 +8,7 @@ from swarmrl.collective.org import Org
 from swarmrl.collective.runtime import RuntimeLimits
 from swarmrl.config import Config
 from swarmrl.policy.tokenizer import build_tokenizer
-from swarmrl.rl.trainer import make_runtime
+from swarmrl.build import make_runtime
 from tests.collective.runtime_helpers import run_script
 
 LOOP = "".join(f'<hire role="expert"/><fire who="expert-{i}"/>' for i in range(1, 9))

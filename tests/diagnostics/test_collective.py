@@ -6,7 +6,7 @@ import pytest
 from swarmrl.config import Config, TaskConfig
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
 from swarmrl.policy.tokenizer import END, build_tokenizer
-from swarmrl.rl.trainer import make_runtime
+from swarmrl.build import make_runtime
 from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from swarmrl.policy.model import build_tiny_policy, save_policy
+from swarmrl.build import RunParts, rollout_parts
 from swarmrl.rl.trainer import Trainer
 
 from dist_helpers import REPO, TINY, tiny_cfg
@@ -61,8 +62,8 @@ def test_a_failing_part_does_not_keep_the_others_open():
 
 def test_close_of_a_trainer_whose_init_stopped_half_way_closes_what_exists():
     tr = code_trainer()
-    half = Trainer.__new__(Trainer)
-    half.task = tr.task  # __init__ built the task, then failed before the backend and the policies
+    # build_run built the task, then failed before the backend and the policies
+    half = RunParts(cfg=tr.cfg, policy=tr.policy, runtime=tr.runtime, task=tr.task)
     half.close()
     with pytest.raises(RuntimeError, match="shutdown"):
         tr.task.pool.map([{"solution": "", "entry_point": "f", "tests": []}])
@@ -73,7 +74,7 @@ def test_a_rollout_worker_closes_its_task_pool_and_engine():
     from swarmrl.distributed.worker import RolloutWorker
     cfg = tiny_cfg("task.name=code", "sandbox.mode=unsafe_local", "sandbox.workers=1")
     with pytest.warns(RuntimeWarning, match="WITHOUT isolation"):
-        w = RolloutWorker(cfg.to_dict(), build_tiny_policy(cfg.model), 0)
+        w = RolloutWorker(cfg.to_dict(), build_tiny_policy(cfg.model), 0, rollout_parts)
     engine = w.policies.engine = FakeEngine()
     w.close()
     w.close()

@@ -7,7 +7,7 @@ import torch
 
 from swarmrl.policy.model import build_tiny_policy
 from swarmrl.rl.batch import token_logprobs
-from swarmrl.rl.trainer import make_policy_set
+from swarmrl.build import make_policy_set
 
 from dist_helpers import tiny_cfg
 

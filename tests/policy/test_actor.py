@@ -12,7 +12,7 @@ import torch
 from swarmrl.config import load_config
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.rl.trainer import make_runtime, max_experts_for
+from swarmrl.build import make_runtime, max_experts_for
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_test.yaml"
 

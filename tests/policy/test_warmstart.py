@@ -28,8 +28,8 @@ def test_demos_respect_the_header_cap_and_include_a_max0_solo_block():
 
 
 @pytest.mark.parametrize("overrides, fragment", [
-    (["task.name=math"], "task.name=math: the warm start has scripted demonstrations for task.name=arith only"),
-    (["task.name=code"], "task.name=code: the warm start has scripted demonstrations for task.name=arith only"),
+    (["task.name=math"], "task.name=math: the task has no scripted demonstrations"),
+    (["task.name=code"], "task.name=code: the task has no scripted demonstrations"),
     (["model.name_or_path=some/model"], "model.name_or_path is set"),
 ])
 def test_warm_start_refuses_what_it_cannot_demonstrate_before_building_anything(overrides, fragment, tmp_path):

@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from swarmrl.collective.runtime import header
 from swarmrl.config import ModelConfig, load_config
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import build_tiny_policy
 from swarmrl.policy.sampler import Sample
 from swarmrl.rl.batch import TrainSeq, collect_sequences, micro_batches, pad, token_logprobs
 from swarmrl.rl.losses import ppo_clip_loss
-from swarmrl.rl.trainer import make_runtime
+from swarmrl.build import make_runtime
 
 TINY = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
 CEO_OPENING = '<hire role="expert">go</hire><hire role="expert">go</hire><hire role="expert"/>'
@@ -77,7 +76,7 @@ def test_tiny_rollout_has_a_team_with_llm_turns(tiny_rollouts):
 def expected_mask(r, agent, tokenizer) -> list[int]:
     """Rebuild the mask from the transcript: header and observations 0, replies 1."""
     a = r.agents[agent]
-    mask = [0] * len(tokenizer.encode(header(agent, a.role, r.problem.text(), r.org.max_experts),
+    mask = [0] * len(tokenizer.encode(r.scenario.header(r, agent, a.role),
                                       add_special_tokens=False))
     for t in [t for t in r.turns if t.agent == agent]:
         mask += [0] * len(tokenizer.encode(t.observation, add_special_tokens=False))
@@ -114,7 +113,7 @@ def test_loss_mask_is_one_exactly_on_generated_tokens(tiny_rollouts):
         assert t["old_logp"][row][~sel].abs().sum() == 0
         # header and observation text never carry gradient
         assert policy.tokenizer.decode(t["ids"][row][:n][t["mask"][row, :n] == 0]).startswith(
-            header(name, r.agents[name].role, r.problem.text(), r.org.max_experts))
+            r.scenario.header(r, name, r.agents[name].role))
 
 
 def test_flat_collective_advantage_on_every_generated_token(tiny_rollouts):

@@ -9,7 +9,8 @@ import pytest
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.rl.trainer import Trainer, step_caps
+from swarmrl.build import step_caps
+from swarmrl.rl.trainer import Trainer
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_test.yaml"  # max_experts 3
 

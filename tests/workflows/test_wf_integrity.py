@@ -6,7 +6,8 @@ import numpy as np
 
 from swarmrl.collective.render import parse_message_line
 from swarmrl.workflows.graph import preset
-from swarmrl.workflows.scripts import WorkflowScriptedActor, parse_desk
+from swarmrl.scenarios import GraphScenario
+from swarmrl.tasks.arith_roles import WorkflowScriptedActor, parse_desk
 from tests.collective.runtime_helpers import END, TOK
 from tests.workflows.test_workflow_runtime import NO_DEADLINE, runtime
 
@@ -27,7 +28,7 @@ class OneEvilGenerator(WorkflowScriptedActor):
 def test_agent_outputs_cannot_inject_lines_entries_or_votes():
     rt = runtime(k=2)
     (p,) = rt.task.sample(np.random.default_rng(0), 1)
-    r = rt.new_rollout(0, 0, p, NO_DEADLINE, 0, workflow=preset("voting"))
+    r = rt.new_rollout(0, 0, p, NO_DEADLINE, 0, scenario=GraphScenario(preset("voting")))
     rt.run([r], OneEvilGenerator(TOK, END, slip_rate=0.0, seed=0), seed=0)
     assert r.outputs["generator-1"][1] == EVIL.strip()
     first = next(t for t in r.turns if t.agent == "aggregator")

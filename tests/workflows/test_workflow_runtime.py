@@ -10,7 +10,8 @@ from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.config import TaskConfig
 from swarmrl.tasks.arith import ArithTask
 from swarmrl.workflows.graph import preset
-from swarmrl.workflows.scripts import WorkflowScriptedActor, parse_desk
+from swarmrl.scenarios import GraphScenario
+from swarmrl.tasks.arith_roles import WorkflowScriptedActor, parse_desk
 from tests.collective.runtime_helpers import END, LAT, TOK, encode
 
 NO_DEADLINE = 1e9
@@ -24,7 +25,7 @@ def runtime(k: int = 4, dep: float = 0.0) -> Runtime:
 def run(name: str, slip: float = 0.0, limit: float = NO_DEADLINE, n: int = 3, k: int = 4, dep: float = 0.0, **mult):
     rt = runtime(k, dep)
     wf = preset(name, **mult)
-    rs = [rt.new_rollout(i, i, p, limit, 0, workflow=wf)
+    rs = [rt.new_rollout(i, i, p, limit, 0, scenario=GraphScenario(wf))
           for i, p in enumerate(rt.task.sample(np.random.default_rng(0), n))]
     rt.run(rs, WorkflowScriptedActor(TOK, END, slip_rate=slip, seed=0), seed=0)
     return rs
@@ -96,7 +97,7 @@ class Fixed:
 def test_role_actions_are_checked():
     rt = runtime()
     (p,) = rt.task.sample(np.random.default_rng(0), 1)
-    r = rt.new_rollout(0, 0, p, NO_DEADLINE, 0, workflow=preset("orch_workers"))
+    r = rt.new_rollout(0, 0, p, NO_DEADLINE, 0, scenario=GraphScenario(preset("orch_workers")))
     rt.run([r], Fixed({("orchestrator", 0): '<verdict item="A">yes</verdict><assign who="ceo" item="A"/>'
                                              '<assign who="worker-1" item="A-Z"/><hire role="expert"/>'}), seed=0)
     errs = r.turns[0].errors

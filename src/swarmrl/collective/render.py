@@ -74,3 +74,13 @@ def parse_message_line(line: str) -> MessageLine | None:
     if m := _CHANNEL_RE.fullmatch(line):
         return MessageLine("channel", m.group(3), m.group(1), m.group(2) == "~", unescape_text(m.group(4)))
     return None
+
+
+def output_value(v: str) -> str:
+    """An agent's output as the runtime lists it: an `X=v` entry of a routing message, or one
+    candidate on a desk (`C:4+1+2?7,7,6`).
+
+    The value is agent text: escaped so it stays on its line, and spaces and commas escaped
+    so it cannot add entries (`7 B=3`) or candidates (`7,7,7`) of its own.
+    """
+    return escape_text(v).replace(" ", "\\x20").replace(",", "\\x2c")

@@ -1,8 +1,8 @@
 """The collective runtime: a discrete-event simulation of many rollouts in simulated time.
 
 Each loop iteration ("wave") takes, from every unfinished rollout, every turn that is
-causally safe to run now (DESIGN.md section 3), and sends all of them to the actor in one
-batch. Rollouts are independent, so batching across them is free; within a rollout a turn
+causally safe to run now (docs/ARCHITECTURE.md, "Causal batching"), and sends all of them to
+the actor in one batch. Rollouts are independent, so batching across them is free; within a rollout a turn
 starting at s may join the batch only if s < s1 + d_min (s1 = the earliest pending turn),
 because nothing still unsimulated can deliver a message to it before then.
 
@@ -10,6 +10,11 @@ Effects of a turn (messages, hires, submissions) take place at the turn's end. A
 that ends after the deadline has no effect: its tokens stay in the trajectory (they were
 generated and carry the advantage), but it earns nothing. Which submission decides an item,
 and when its sender hears the outcome, is collective/grading.py's.
+
+Everything that differs between the RLCR org and the fixed workflows (who exists at t = 0,
+who may hire, what each role may do, who submits, routing) is the rollout's scenario's
+(scenarios/base.py). The runtime's public step API: `new_rollout`, `next_turns(rollout)`
+(the turns safe to run now), `apply(request, reply)`; `run` drives them to the end.
 """
 
 from __future__ import annotations
@@ -20,27 +25,21 @@ from typing import Protocol, Sequence
 from swarmrl.collective.actions import Action, parse_reply, render_action
 from swarmrl.collective.bus import Message, MessageBus
 from swarmrl.collective.clock import LatencyModel
-from swarmrl.collective.grading import apply_settlement, due_outcomes, first_known, next_outcome_due
+from swarmrl.collective.grading import due_outcomes, next_outcome_due
+from swarmrl.collective.handlers import CORE_HANDLERS
 from swarmrl.collective.org import Org
-from swarmrl.collective.render import escape_text, render_message
-from swarmrl.collective.state import Agent, Rollout, Turn
+from swarmrl.collective.render import escape_text, output_value, render_message
+from swarmrl.collective.state import Agent, Rollout, Turn, TurnRequest
 from swarmrl.collective.streaming import run_stream
-from swarmrl.collective.workflow_steps import output_value, route, workflow_action
 from swarmrl.policy.sampler import Sample
 from swarmrl.policy.tokenizer import encode_text
-from swarmrl.workflows.graph import Workflow
+from swarmrl.seeds import seed_for
 
 PROMPT_CUE = ">>"  # ends every observation: "your turn"
-GENERAL = "general"
-
-
-@dataclass
-class TurnRequest:
-    rollout: Rollout
-    agent: Agent
-    start: float
-    observation: str  # the text appended to the agent's context for this turn
-    prompt: list[int]  # the whole context the model conditions on
+# Room kept free in an agent's context beyond its next turn's tokens (config_load.py adds
+# CONTEXT_MARGIN_TOKENS on top of it when it checks model.max_context_tokens).
+CONTEXT_RESERVE_TOKENS = 64
+__all__ = ["Actor", "PROMPT_CUE", "Runtime", "RuntimeLimits", "TurnRequest"]
 
 
 class Actor(Protocol):
@@ -61,56 +60,43 @@ class RuntimeLimits:
     max_hires_per_rollout: int = 16  # workflow.max_hires_per_rollout: hires and re-hires together
 
 
-def header(name: str, role: str, problem_text: str, max_experts: int, workflow: str | None = None) -> str:
-    if workflow is not None:  # a fixed workflow: the agent's name says its role, the workflow its place
-        first = f"{name} wf={workflow}"
-    else:
-        first = f"ceo max={max_experts}" if role == "ceo" else f"{name} boss=ceo"
-    return f"{first}\n{problem_text}\n"
-
-
 class Runtime:
-    def __init__(self, task, tokenizer, latency: LatencyModel, limits: RuntimeLimits,
+    def __init__(self, task, tokenizer, latency: LatencyModel, limits: RuntimeLimits, scenario=None,
                  causal_batching: bool = True):
+        """`scenario`: the default of `new_rollout` (None: the RLCR org with up to 8 experts)."""
+        if scenario is None:
+            from swarmrl.scenarios.org import OrgScenario  # the scenarios build on this module
+            scenario = OrgScenario()
         self.task = task
+        self.scenario = scenario
         # False: one turn per rollout per wave (the earliest), the reference the batched
         # schedule must reproduce exactly (tested).
         self.causal_batching = causal_batching
         self.tokenizer = tokenizer
         self.latency = latency
         self.limits = limits
+        self.handlers = dict(CORE_HANDLERS)
 
     # ---------------------------------------------------------------- setup
-    def new_rollout(self, index: int, group: int, problem, time_limit: float, max_experts: int,
-                    workflow: Workflow | None = None, prestaffed_experts: int = 0) -> Rollout:
-        """An org with the CEO alone (RLCR; `single` = max_experts 0) or with `prestaffed_experts`
-        hired at t=0 (scaling eval), or a fixed workflow with every role staffed at t=0 (its
-        sources start, the others wait for inputs)."""
+    def new_rollout(self, index: int, group: int, problem, time_limit: float, cap: int | None = None,
+                    scenario=None, prestaffed_experts: int = 0) -> Rollout:
+        """A rollout staffed by its scenario (default: the runtime's). `cap`: experts the org may
+        hire, where the scenario lets the policy choose its team (the scenario's default if None);
+        `prestaffed_experts` of them hired at t = 0 (the scaling evaluation's fixed teams)."""
+        scenario = scenario or self.scenario
         bus = MessageBus(latency_s=self.latency.message_latency_s,
                          max_message_chars=self.limits.max_message_chars,
                          max_messages_per_agent=self.limits.max_messages_per_agent)
-        org = Org(ceo="ceo", max_experts=max_experts if workflow is None else 0,
-                  max_hires=self.limits.max_hires_per_rollout)
+        org = Org(ceo="ceo", max_experts=scenario.team_cap(cap), max_hires=self.limits.max_hires_per_rollout)
         r = Rollout(index=index, group=group, problem=problem, time_limit=time_limit,
-                    agents={}, org=org, bus=bus, workflow=workflow)
-        if workflow is None:
-            bus.create_channel(GENERAL, "ceo", ["ceo"], 0.0)
-            self._add_agent(r, "ceo", "ceo", 0.0, ready=True)
-            for _ in range(prestaffed_experts):  # a fixed team (scaling eval): hired at t=0 by the CEO's hire path
-                if err := self._execute(r, r.agents["ceo"], Action("hire", {"role": "expert"}), 0.0):
-                    raise ValueError(f"prestaffed_experts={prestaffed_experts}: {err}")
-            return r
-        for spec in workflow.roles:
-            for name in spec.agent_names():
-                a = self._add_agent(r, name, spec.name, 0.0, ready=not spec.inputs)
-                if not spec.inputs and spec.expects == "answer":  # a source solver: every item on its desk
-                    a.queue, a.took = list(range(1, problem.num_items + 1)), True
+                    agents={}, org=org, bus=bus, scenario=scenario)
+        scenario.staff(self, r, prestaffed_experts)
         return r
 
-    def _add_agent(self, r: Rollout, name: str, role: str, now: float, ready: bool) -> Agent:
-        wf = r.workflow.name if r.workflow is not None else None
-        ids = encode_text(self.tokenizer, header(name, role, r.problem.text(), r.org.max_experts, wf))
-        # A new hire waits for its first message (its brief) instead of spending a turn on <wait/>.
+    def add_agent(self, r: Rollout, name: str, role: str, now: float, ready: bool) -> Agent:
+        """A new agent whose context starts with its scenario's header. One not `ready` waits for
+        its first message (a hire's brief) instead of spending a turn on <wait/>."""
+        ids = encode_text(self.tokenizer, r.scenario.header(r, name, role))
         agent = Agent(name=name, role=role, ids=[], gen_mask=[], logprobs=[], created_at=now,
                       ready_at=now if ready else None, seen_upto=now)
         agent.append(ids, generated=False)
@@ -119,6 +105,8 @@ class Runtime:
 
     # ---------------------------------------------------------------- event loop
     def run(self, rollouts: list[Rollout], actor: Actor, seed: int) -> list[Rollout]:
+        """Run every rollout to its end: continuous batching when the actor streams
+        (collective/streaming.py), else waves of every rollout's safe turns."""
         stream = actor.open_stream() if hasattr(actor, "open_stream") else None
         if stream is not None:
             return run_stream(self, rollouts, stream, seed)
@@ -127,13 +115,13 @@ class Runtime:
             requests: list[TurnRequest] = []
             for r in rollouts:
                 if not r.done:
-                    requests += self._safe_turns(r)
+                    requests += self.next_turns(r)
             if not requests:
                 return rollouts
-            replies = actor.act(requests, seed=seed * 100_003 + wave)
+            replies = actor.act(requests, seed=seed_for("wave", seed, wave))
             # Apply in start-time order so effects are deterministic whatever the batch order.
             for req, reply in sorted(zip(requests, replies), key=lambda x: (x[0].rollout.index, x[0].start, x[0].agent.name)):
-                self._apply(req, reply)
+                self.apply(req, reply)
             wave += 1
 
     def _start_time(self, r: Rollout, a: Agent) -> float | None:
@@ -149,7 +137,8 @@ class Runtime:
             return None  # a fired agent only finishes a turn it started before the fire
         return start
 
-    def _safe_turns(self, r: Rollout) -> list[TurnRequest]:
+    def next_turns(self, r: Rollout) -> list[TurnRequest]:
+        """The turns of `r` that are causally safe to run now (all of them may join one batch)."""
         starts = {n: s for n, a in r.agents.items() if (s := self._start_time(r, a)) is not None}
         # Turns starting at or after the deadline never run (they could earn nothing).
         beyond = any(s >= r.time_limit for s in starts.values())
@@ -204,7 +193,8 @@ class Runtime:
         return TurnRequest(rollout=r, agent=a, start=start, observation=observation, prompt=list(a.ids))
 
     # ---------------------------------------------------------------- effects
-    def _apply(self, req: TurnRequest, reply: Sample) -> None:
+    def apply(self, req: TurnRequest, reply: Sample) -> None:
+        """Append the reply to the agent's context, advance its clock, and run its actions."""
         r, a = req.rollout, req.agent
         new_prompt = len(a.ids) - a.tokens_prefilled
         a.append(reply.ids, generated=True, logprobs=reply.logprobs)
@@ -233,7 +223,7 @@ class Runtime:
             return
         next_state = "continue"
         for action in parsed.actions:
-            err = self._execute(r, a, action, end)
+            err = self.execute(r, a, action, end)
             if err:
                 errors.append(err)
                 r.reject(end, a.name, a.turns, render_action(action)[:200], err)
@@ -252,116 +242,33 @@ class Runtime:
             a.status = "done"
         elif a.turns >= self.limits.max_turns_per_agent:
             a.status = "done"
-        elif len(a.ids) + self.limits.max_new_tokens_per_turn + 64 > self.limits.max_context_tokens:
+        elif len(a.ids) + self.limits.max_new_tokens_per_turn + CONTEXT_RESERVE_TOKENS > self.limits.max_context_tokens:
             a.status = "cut"
             r.counters["context_overflow"] += 1
         elif next_state == "wait" and not errors:
             a.ready_at = None
         else:  # kept working, or must see its errors: the next turn starts right away
             a.ready_at = end
-        if r.workflow is not None and a.status != "active":
-            for err in route(r, a, end, self.limits.max_message_chars):
-                r.reject(end, "wf", 0, "route", err)
+        if a.status != "active":
+            r.scenario.agent_finished(self, r, a, end)
 
-    def _execute(self, r: Rollout, a: Agent, act: Action, now: float) -> str | None:
+    def execute(self, r: Rollout, a: Agent, act: Action, now: float) -> str | None:
         """Run one action at time `now`; return an error line or None. Never raises."""
-        k, at = act.kind, act.attrs
-        if k == "submit":
-            return self._submit(r, a, at["item"], act.body or "", now)
-        if k in ("verdict", "assign"):
-            return workflow_action(r, a, act, self.task)
-        if k == "take":
-            items = self.task.take(r.problem, at["item"])
-            if items is None:
-                return f"error: no item or range {at['item']!r}"
-            # Taken items go to the front (e.g. recomputing a dependency before the item needing it).
-            a.queue = items + [i for i in a.queue if i not in items]
-            a.took = True
+        if act.kind in ("wait", "done"):  # handled by the caller: they end the turn
             return None
-        if k == "msg":
-            if not r.org.is_active(at["to"]) or at["to"] == a.name:
-                return f"error: no active teammate named {at['to']!r}"
-            out = r.bus.send_direct(a.name, at["to"], act.body or "", now)
-            return self._sent(r, out, "direct_messages")
-        if k == "post":
-            return self._sent(r, r.bus.post(a.name, at["ch"], act.body or "", now), "channel_posts")
-        if k == "read":
-            if a.name not in r.bus.members(at["ch"]):
-                return f"error: you are not a member of {at['ch'][:40]}"
-            if int(at.get("last", 5)) < 1:
-                return "error: last must be at least 1"
-            r.counters["archive_reads"] += 1
-            # Read (once, by the bus, audited there) at the agent's next turn: by then every
-            # post delivered up to `now` has been simulated, whatever the batch order.
-            a.pending_reads.append((at["ch"], int(at.get("last", 5)), now))
-            return None
-        if k == "hire":
-            return self._hire(r, a, act, now)
-        if k == "fire":
-            err = r.org.fire(a.name, at["who"])
-            if err:
-                return err
-            r.counters["fires"] += 1
-            r.bus.leave_all(at["who"], now)
-            r.agents[at["who"]].status = "fired"
-            r.agents[at["who"]].fired_at = now
-            return None
-        if k == "create":
-            if a.role != "ceo":
-                return "error: only the ceo can create channels"
-            members = [m for m in at.get("members", "").split(",") if m]
-            bad = [m for m in members if not r.org.is_active(m)]
-            if bad:
-                return f"error: not active teammates: {','.join(bad)}"
-            return r.bus.create_channel(at["ch"], a.name, sorted(set(members) | {a.name}), now)
-        return None  # wait / done: handled by the caller
+        if act.kind not in r.scenario.actions(a.role):
+            return r.scenario.refusal(a.role, act.kind)
+        handler = self.handlers.get(act.kind) or r.scenario.handlers().get(act.kind)
+        if handler is None:
+            return r.scenario.refusal(a.role, act.kind)
+        return handler(self, r, a, act, now)
 
-    def _hire(self, r: Rollout, a: Agent, act: Action, now: float) -> str | None:
-        name, err = r.org.hire(a.name, act.attrs.get("role", "expert"))
-        r.counters["rejected_hires"] = r.org.rejected_hires
-        if err:
-            return err
-        r.counters["hires"] += 1
-        self._add_agent(r, name, "expert", now, ready=False)
-        r.bus.join(GENERAL, name, now)
-        if act.body:  # the optional brief travels as the first direct message (the hire stands if it is refused)
-            return self._sent(r, r.bus.send_direct(a.name, name, act.body, now), "direct_messages")
-        return None
-
-    def _sent(self, r: Rollout, out: Message | str, counter: str) -> str | None:
+    def count_sent(self, r: Rollout, out: Message | str, counter: str) -> str | None:
+        """Count an accepted message (and its tokens) under `counter`; pass a refusal through."""
         if isinstance(out, str):
             return out
         r.counters[counter] += 1
         r.counters["message_tokens"] += len(encode_text(self.tokenizer, out.text))
-        return None
-
-    def _submit(self, r: Rollout, a: Agent, item_s: str, answer: str, now: float) -> str | None:
-        """Record a submission; which one decides its item is settled in grading.py."""
-        item = self.task.parse_item(r.problem, item_s)
-        if item is None:
-            return f"error: no item {item_s!r}"
-        a.known[item] = answer.strip()
-        if item in a.queue:
-            a.queue.remove(item)
-        if r.workflow is not None and not r.workflow.role(a.role).submits:
-            # Not the workflow's answer: a proposal for the roles downstream (graded only for diagnostics).
-            r.outputs.setdefault(a.name, {})[item] = answer.strip()
-            r.proposals.append({"t": now, "agent": a.name, "item": item,
-                                "correct": self.task.grade(r.problem, item, answer).correct})
-            return None
-        sub = {"t": now, "agent": a.name, "item": item, "answer": answer,
-               "seq": sum(s["agent"] == a.name for s in r.submissions)}
-        if first_known(r.submissions, sub):  # landed after a graded one: it cannot decide the item
-            sub.update(correct=False, score=0.0, status="not_graded")
-        else:
-            grade = self.task.grade(r.problem, item, answer)
-            sub.update(correct=grade.correct, score=grade.score, status=grade.status)
-        r.submissions.append(sub)
-        if sub["status"] == "infra_error":  # not the agent's fault: counted, and the trainer drops the rollout
-            r.counters["infra_errors"] += 1
-            return None
-        a.outcomes.append(sub)
-        apply_settlement(r)
         return None
 
     def _archive(self, r: Rollout, a: Agent, channel: str, last: int, as_of: float) -> list[str]:

@@ -13,7 +13,7 @@ from swarmrl.collective.org import Org
 @dataclass
 class Agent:
     name: str
-    role: str  # "ceo" | "expert"
+    role: str  # role type ("ceo", "expert", "generator", ...): its scenario's
     ids: list[int]  # the agent's whole context: header, observations and its own turns
     gen_mask: list[int]  # 1 where the policy generated the token (the only tokens with gradient)
     logprobs: list[float]  # behaviour log-prob per token (0.0 where gen_mask is 0)
@@ -37,6 +37,17 @@ class Agent:
         self.ids += ids
         self.gen_mask += [1 if generated else 0] * len(ids)
         self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+
+
+@dataclass
+class TurnRequest:
+    """One agent turn the runtime asks the actor for."""
+
+    rollout: "Rollout"
+    agent: Agent
+    start: float
+    observation: str  # the text appended to the agent's context for this turn
+    prompt: list[int]  # the whole context the model conditions on
 
 
 @dataclass
@@ -77,7 +88,7 @@ class Rollout:
         "archive_reads": 0, "message_tokens": 0, "infra_errors": 0, "rejected_hires": 0})
     finished_at: float | None = None
     end_reason: str = ""
-    workflow: Any = None  # a fixed workflow (workflows/graph.py), or None for the RLCR org
+    scenario: Any = None  # who takes part and what each role may do (scenarios/base.py)
     outputs: dict[str, dict[int, str]] = field(default_factory=dict)  # agent -> item -> proposal / verdict / assignee
     proposals: list[dict] = field(default_factory=list)  # non-submitting roles' answers, graded for diagnostics
     assignments: dict[str, list[int]] = field(default_factory=dict)  # worker -> items the plan gave it
@@ -104,7 +115,7 @@ class Rollout:
             "index": self.index, "group": self.group, "problem_id": self.problem.id,
             "problem": self.problem.text(), "time_limit": self.time_limit, "score": self.score,
             "finished_at": self.finished_at, "end_reason": self.end_reason,
-            "workflow": self.workflow.name if self.workflow is not None else "org",
+            "workflow": self.scenario.name,
             "outputs": {n: {str(k): v for k, v in o.items()} for n, o in self.outputs.items()},
             "team": [{"name": a.name, "role": a.role, "created_at": a.created_at, "status": a.status}
                      for a in self.agents.values()],

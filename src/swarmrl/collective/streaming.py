@@ -2,30 +2,27 @@
 
 Kept apart from collective/runtime.py, whose wave loop (`Runtime.run`) is the reference this
 loop must reproduce: same turns, same per-turn seeds (tests/collective/test_runtime_stream.py).
+It drives the runtime only through its public step API (`next_turns`, `apply`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # runtime.py imports this module
-    from swarmrl.collective.runtime import Runtime
-    from swarmrl.collective.state import Rollout
+from swarmrl.seeds import seed_for
 
 
-def run_stream(runtime: "Runtime", rollouts: "list[Rollout]", stream, seed: int) -> "list[Rollout]":
+def run_stream(runtime, rollouts: list, stream, seed: int) -> list:
     """Continuous batching: each rollout hands in its next causal wave as soon as its own
     turns are back, instead of waiting for the slowest turn of every rollout. A rollout's
-    k-th wave gets the same seed as global wave k of `run`'s loop (every live rollout takes
-    part in every wave there), so both loops sample the same turns."""
+    k-th wave gets the same seed as global wave k of `Runtime.run`'s loop (every live rollout
+    takes part in every wave there), so both loops sample the same turns."""
     waves = {id(r): 0 for r in rollouts}
     back: dict[int, list] = {}  # rollout -> (request, reply) of its wave in flight
     left: dict[int, int] = {}  # rollout -> replies still to come
 
-    def hand_in(r: "Rollout") -> None:
-        requests = [] if r.done else runtime._safe_turns(r)
+    def hand_in(r) -> None:
+        requests = [] if r.done else runtime.next_turns(r)
         if requests:
-            stream.add(requests, seed * 100_003 + waves[id(r)])
+            stream.add(requests, seed_for("wave", seed, waves[id(r)]))
             waves[id(r)] += 1
             back[id(r)], left[id(r)] = [], len(requests)
 
@@ -38,7 +35,7 @@ def run_stream(runtime: "Runtime", rollouts: "list[Rollout]", stream, seed: int)
             left[k] -= 1
             if left[k] == 0:  # the wave is complete: apply in start-time order, as `run` does
                 for q, s in sorted(back.pop(k), key=lambda x: (x[0].start, x[0].agent.name)):
-                    runtime._apply(q, s)
+                    runtime.apply(q, s)
                 hand_in(req.rollout)
                 if hasattr(stream, "finished"):  # agents with no turn left: their KV caches can go
                     stream.finished(req.rollout)

@@ -5,15 +5,16 @@ from __future__ import annotations
 from swarmrl.distributed.backend import DistributedError, LocalBackend, RolloutBackend, shard_groups
 
 
-def make_backend(cfg, policy) -> RolloutBackend:
+def make_backend(cfg, policy, build) -> RolloutBackend:
     """Checks the engine and the cluster before anything trains; call before the policy set
     wraps `policy` in adapters (Ray workers build their replicas from the plain model).
-    The backend still needs `attach(runtime, actor, policies)`."""
+    `build(cfg, policy) -> (runtime, policy set)` builds a Ray worker's replica (build.py
+    `rollout_parts`). The backend still needs `attach(runtime, actor, policies)`."""
     from swarmrl.policy.vllm_engine import check_engine
     check_engine(cfg)
     if cfg.distributed.backend == "ray":
         from swarmrl.distributed.ray_backend import RayBackend
-        return RayBackend(cfg, policy)
+        return RayBackend(cfg, policy, build)
     return LocalBackend(cfg)
 
 

@@ -56,7 +56,7 @@ def sync_engine(policies, version: int) -> None:
 
 
 class LocalBackend:
-    """Today's path: the trainer's runtime and actor, shard by shard in this process."""
+    """The trainer's runtime and actor, shard by shard in this process."""
 
     def __init__(self, cfg):
         self.cfg, self.shards = cfg, cfg.distributed.rollout_workers

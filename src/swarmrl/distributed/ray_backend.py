@@ -77,9 +77,9 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 class RayBackend:
-    def __init__(self, cfg, policy):
+    def __init__(self, cfg, policy, build):
         import ray
-        self.ray, self.cfg, d = ray, cfg, cfg.distributed
+        self.ray, self.cfg, self.build, d = ray, cfg, build, cfg.distributed
         self.owns_cluster = init_ray(d.address)
         try:
             total = ray.cluster_resources().get("CPU", 0.0)
@@ -104,7 +104,7 @@ class RayBackend:
 
     # ---------------------------------------------------------------- workers
     def _spawn(self, index: int):
-        return self.actor_cls.remote(self.cfg_dict, self.policy_ref, index)
+        return self.actor_cls.remote(self.cfg_dict, self.policy_ref, index, self.build)
 
     def _wait_ready(self, workers) -> None:
         try:

@@ -17,18 +17,18 @@ from swarmrl.config import config_from_dict
 
 
 class RolloutWorker:
-    def __init__(self, cfg_dict: dict, policy, index: int, threads: int = 1):
-        # Imported here: the worker process builds its replica from the same factories as the trainer.
+    def __init__(self, cfg_dict: dict, policy, index: int, build, threads: int = 1):
+        """`build(cfg, policy) -> (runtime, policy set)`: the composition root's `rollout_parts`,
+        passed in (by reference) so the worker builds its replica exactly as the trainer does."""
         from swarmrl.policy.actor import LLMActor
-        from swarmrl.rl.trainer import make_policy_set, make_runtime
 
         # One core per worker: workers share the machine with the learner. Their floats therefore differ
         # in the last bits from a learner sampling with more threads (tolerances: tests/conftest.py).
         torch.set_num_threads(threads)
         cfg = config_from_dict(cfg_dict)
         self.index = index
-        self.runtime, self.task = make_runtime(cfg, policy.tokenizer)
-        self.policies = make_policy_set(cfg, policy)
+        self.runtime, self.policies = build(cfg, policy)
+        self.task = self.runtime.task
         if cfg.sampler.engine == "vllm":
             from swarmrl.policy.vllm_engine import VLLMSampler
             self.policies.engine = VLLMSampler(cfg, self.policies)

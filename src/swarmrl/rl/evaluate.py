@@ -4,39 +4,36 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
-from swarmrl.config import Config
+from swarmrl.build import eval_problems, make_runtime, new_rollouts
+from swarmrl.config import Config, ConfigError
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
 from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
 from swarmrl.policy.sharing import PolicySet
-from swarmrl.rl.trainer import make_runtime, max_experts_for, new_rollouts
 
 
 def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None = None, team_size: int | None = None,
              problems: int | None = None, greedy: bool = False, runtime=None) -> dict:
     """One rollout per held-out problem (stream seeded by `task.eval_seed`, never used in training).
 
-    team_size caps the team (CEO included): the CEO may hire at most team_size - 1 experts.
+    team_size caps the team (CEO included) where the scenario lets the policy hire: the CEO may
+    hire at most team_size - 1 experts. Scenarios with a fixed team ignore it.
     """
     time_limit = time_limit or cfg.eval.time_limit or cfg.time_limit.end
     if time_limit <= 0:
         raise ValueError(f"time limit must be > 0 seconds, got {time_limit}")
-    cap = max_experts_for(cfg) if not (team_size or cfg.eval.team_size) else (team_size or cfg.eval.team_size) - 1
-    if not 0 <= cap <= cfg.workflow.max_experts:
-        raise ValueError(f"team size must be in 1..{cfg.workflow.max_experts + 1}, got {cap + 1}")
-    n = problems or cfg.eval.problems
     tokenizer = policy.base.tokenizer if isinstance(policy, PolicySet) else policy.tokenizer
     if runtime is None:
         runtime, _ = make_runtime(cfg, tokenizer)
-    task = runtime.task
-    probs = task.sample(np.random.default_rng(cfg.task.eval_seed), n)
-    if cfg.workflow.name == "org":
-        rollouts = [runtime.new_rollout(i, i, p, time_limit, cap) for i, p in enumerate(probs)]
-    else:  # fixed workflows and `single` have no team-size choice
-        rollouts = new_rollouts(cfg, runtime, probs, 1, time_limit)
+    scenario = runtime.scenario
+    size = team_size or cfg.eval.team_size
+    cap = scenario.team_cap(None) if not size else size - 1
+    if not 0 <= cap <= cfg.workflow.max_experts:
+        raise ConfigError(f"team size must be in 1..{cfg.workflow.max_experts + 1}, got {cap + 1}")
+    n = problems or cfg.eval.problems
+    rollouts = new_rollouts(runtime, eval_problems(cfg, runtime.task, n), 1, time_limit,
+                            caps=[cap] * n if scenario.hires else None)
     actor = LLMActor.from_config(cfg.sampler, policy, greedy=greedy)
     t0 = time.perf_counter()
     runtime.run(rollouts, actor, seed=cfg.task.eval_seed)

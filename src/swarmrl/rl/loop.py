@@ -28,7 +28,8 @@ from swarmrl.policy.model import (Policy, load_policy, load_run_policy, save_run
                                    stage_run_policy, verify_run_policy)
 from swarmrl.report.plots import plot_run
 from swarmrl.policy.sharing import PolicySet
-from swarmrl.rl.trainer import Trainer, make_policy_set
+from swarmrl.build import make_policy_set
+from swarmrl.rl.trainer import Trainer
 from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
                                      load_checkpoint, newest_valid_checkpoint, prune_checkpoints,
                                      restore_rng, save_checkpoint)

@@ -18,121 +18,39 @@ import time
 import numpy as np
 import torch
 
-from swarmrl.collective.clock import LatencyModel
-from swarmrl.collective.runtime import Runtime, RuntimeLimits
+from swarmrl.build import RunParts, build_run, new_rollouts, step_caps
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
-from swarmrl.diagnostics.detectors import Detectors
 from swarmrl.diagnostics.outputs import role_output_metrics
-from swarmrl.distributed import make_backend
-from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
-from swarmrl.policy.sharing import PolicySet
-from swarmrl.rl.advantages import get_advantage
 from swarmrl.rl.batch import collect_sequences
 from swarmrl.rl.curriculum import time_limit_at
-from swarmrl.rl.losses import get_loss
+from swarmrl.rl.evaluate import evaluate
 from swarmrl.rl.shaping import deadline_s, shaped_scores
-from swarmrl.rl.update import Updater
 from swarmrl.sandbox import check_infra_errors
-from swarmrl.tasks import make_task
-from swarmrl.workflows.graph import Workflow, preset
-
-
-def make_runtime(cfg: Config, tokenizer) -> tuple[Runtime, object]:
-    task = make_task(cfg.task, cfg.sandbox)
-    limits = RuntimeLimits(max_new_tokens_per_turn=cfg.sampler.max_new_tokens_per_turn,
-                           max_turns_per_agent=cfg.sampler.max_turns_per_agent,
-                           max_context_tokens=cfg.model.max_context_tokens,
-                           max_hires_per_rollout=cfg.workflow.max_hires_per_rollout)
-    return Runtime(task, tokenizer, LatencyModel.from_config(cfg.clock), limits), task
-
-
-def max_experts_for(cfg: Config) -> int:
-    return 0 if cfg.workflow.name != "org" else cfg.workflow.max_experts
-
-
-def workflow_for(cfg: Config) -> Workflow | None:
-    """The fixed role graph, or None for the RLCR org (and `single`, the org without hiring)."""
-    if cfg.workflow.name in ("org", "single"):
-        return None
-    return preset(cfg.workflow.name, generators=cfg.workflow.generators, workers=cfg.workflow.workers)
-
-
-def role_types(cfg: Config) -> list[str]:
-    wf = workflow_for(cfg)
-    if wf is not None:
-        return [r.name for r in wf.roles]
-    return ["ceo"] if cfg.workflow.name == "single" else ["ceo", "expert"]
-
-
-def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
-    # LoRA A matrices are drawn from torch's global RNG: seed it here (without disturbing the
-    # caller's stream) so that the same config gives the same adapters in any process.
-    with torch.random.fork_rng():
-        torch.manual_seed(cfg.seed)
-        return _policy_set(cfg, policy)
-
-
-def _policy_set(cfg: Config, policy: Policy) -> PolicySet:
-    return PolicySet(policy, cfg.policy.sharing, role_types(cfg), lora_rank=cfg.policy.lora_rank,
-                     lora_alpha=cfg.policy.lora_alpha, lora_targets=cfg.policy.lora_targets,
-                     temperature=cfg.sampler.temperature)
-
-
-def new_rollouts(cfg: Config, runtime: Runtime, problems, per_problem: int, time_limit: float,
-                 caps: list[int] | None = None) -> list[Rollout]:
-    """`caps`: the CEO's expert cap per problem (default: max_experts_for(cfg) for all)."""
-    wf = workflow_for(cfg)
-    caps = caps or [max_experts_for(cfg)] * len(problems)
-    return [runtime.new_rollout(g * per_problem + j, g, p, time_limit, caps[g], workflow=wf)
-            for g, p in enumerate(problems) for j in range(per_problem)]
-
-
-def step_caps(cfg: Config, step: int) -> list[int]:
-    """Each problem's cap at `step`: the last round(fraction x problems) get a smaller one,
-    drawn from 0..max_experts-1 (a function of (seed, step) alone, like the problems)."""
-    n, top = cfg.rl.problems_per_step, max_experts_for(cfg)
-    k = round(cfg.rl.smaller_caps_fraction * n)
-    if k == 0:
-        return [top] * n
-    small = np.random.default_rng([cfg.seed, step, 3]).integers(0, top, size=k)
-    return [top] * (n - k) + [int(c) for c in small]
+from swarmrl.seeds import rng_for, seed_for
 
 
 class Trainer:
     def __init__(self, cfg: Config, policy: Policy):
         self.cfg = cfg
-        self.runtime, self.task = make_runtime(cfg, policy.tokenizer)
-        try:  # the task may hold a sandbox pool and the backend a Ray cluster: release them if a later part fails
-            self._build(cfg, policy)
-        except BaseException:
-            self.close()
-            raise
+        # Every part comes from the composition root (build.py), which also owns closing them.
+        self.parts: RunParts = build_run(cfg, policy)
+        p = self.parts
+        self.policy, self.runtime, self.task, self.backend = p.policy, p.runtime, p.task, p.backend
+        self.policies, self.actor, self.updater, self.detectors = p.policies, p.actor, p.updater, p.detectors
+        self.advantage_fn, self.role_ids = p.advantage_fn, p.role_ids
+        self.scenario = p.runtime.scenario
+        self.full_cap = self.scenario.team_cap(None)  # the cap of rollouts not given a smaller one
         self.step_idx = 0  # next step to run
-
-    def _build(self, cfg: Config, policy: Policy) -> None:
-        # Where rollouts run (distributed/); made before adapters wrap the model: Ray workers copy it.
-        self.backend = make_backend(cfg, policy)
-        self.policies = make_policy_set(cfg, policy)
-        self.policy = policy  # the base policy (tokenizer, ids); trainable weights live in self.policies
-        self.actor = LLMActor.from_config(cfg.sampler, self.policies)
-        self.backend.attach(self.runtime, self.actor, self.policies)
-        self.advantage_fn = get_advantage(cfg.rl.advantage)
-        self.updater = Updater(cfg.rl, self.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed,
-                               temperature=cfg.sampler.temperature)
-        self.detectors = Detectors(cfg.detectors)
-        self.role_ids = {r: i for i, r in enumerate(role_types(cfg))}
 
     def step(self) -> tuple[dict, list[Rollout]]:
         cfg, step = self.cfg, self.step_idx
         t0 = time.perf_counter()
 
-        # 1. Rollouts: every problem `rollouts_per_problem` times, under this step's deadline
-        #    (the curriculum's under RLCR shaping, the safety cap under penalty / none).
+        # 1. Rollouts: every problem `rollouts_per_problem` times, under this step's deadline.
         #    The backend runs them here or on Ray workers with the current weights.
-        time_limit = deadline_s(cfg.shaping, time_limit_at(cfg.time_limit, step))
         rollouts, distributed_metrics = self.backend.run(step, self.step_rollouts)
         rollout_s = time.perf_counter() - t0
 
@@ -162,9 +80,9 @@ class Trainer:
         #    Collective metrics over the full-cap rollouts: with `smaller_caps_fraction` the
         #    capped groups would otherwise mix the cap's effect into team size, share, messages.
         generated = sum(t.generated_tokens for r in rollouts for t in r.turns)
-        full = [r for r in rollouts if r.org.max_experts == max_experts_for(cfg)]
-        capped = [r for r in rollouts if r.org.max_experts != max_experts_for(cfg)]
-        metrics = {"step": step, "time_limit": time_limit, **collective_metrics(
+        full = [r for r in rollouts if r.org.max_experts == self.full_cap]
+        capped = [r for r in rollouts if r.org.max_experts != self.full_cap]
+        metrics = {"step": step, "time_limit": self.deadline(step), **collective_metrics(
             full, ref_limit_s=cfg.time_limit.start, count_tokens=token_counter(self.policy.tokenizer))}
         if capped:
             metrics["capped/score_mean"] = float(np.mean([r.score for r in capped]))
@@ -178,7 +96,7 @@ class Trainer:
         metrics.update(outputs)
         if cfg.eval.val_interval and step % cfg.eval.val_interval == 0:  # a function of the step alone: resume-exact
             metrics["val_accuracy"] = self.validate()
-        alerts = self.detectors.update(step, metrics, signatures, self.multiplicity())
+        alerts = self.detectors.update(step, metrics, signatures, self.scenario.multiplicity())
         metrics["alerts"] = [f"{a.name}:{a.role}: {a.message}" for a in alerts]
         metrics["tokens_per_s"] = generated / max(rollout_s, 1e-9)
         metrics["rollout_s"] = rollout_s
@@ -186,37 +104,24 @@ class Trainer:
         self.step_idx += 1
         return metrics, rollouts
 
+    def deadline(self, step: int) -> float:
+        """Step `step`'s deadline: the curriculum's under RLCR shaping, the safety cap under penalty / none."""
+        return deadline_s(self.cfg.shaping, time_limit_at(self.cfg.time_limit, step))
+
     def step_rollouts(self, step: int) -> tuple[list[Rollout], int]:
         """Step `step`'s rollouts (not yet run) and their sampling seed: a function of (seed, step)
         alone, so a backend may build them ahead of the step or again after a worker died."""
         cfg = self.cfg
-        time_limit = deadline_s(cfg.shaping, time_limit_at(cfg.time_limit, step))
-        problems = self.task.sample(np.random.default_rng([cfg.seed, step]), cfg.rl.problems_per_step)
-        return (new_rollouts(cfg, self.runtime, problems, cfg.rl.rollouts_per_problem, time_limit,
-                             step_caps(cfg, step)), cfg.seed * 1_000_003 + step)
+        problems = self.task.sample(rng_for("problems", cfg.seed, step), cfg.rl.problems_per_step)
+        caps = step_caps(cfg, step) if self.scenario.hires else None
+        return (new_rollouts(self.runtime, problems, cfg.rl.rollouts_per_problem, self.deadline(step), caps),
+                seed_for("step_sampling", cfg.seed, step))
 
     def close(self) -> None:
-        """Release what the run holds, on success, error or Ctrl-C: the backend (Ray workers and a
-        cluster it started; the vLLM engine it attached), an engine set on the policies directly,
-        and the task's sandbox pool. Idempotent. Every part is closed even when one fails; the
-        first failure is raised after. Safe on a trainer whose __init__ stopped half way."""
-        first: Exception | None = None
-        for part in ("backend", "engine", "task"):
-            try:
-                if part == "engine":  # read after the backend's close, which may have closed it already
-                    policies = getattr(self, "policies", None)
-                    obj = getattr(policies, "engine", None)
-                    if obj is not None:
-                        policies.engine = None
-                else:
-                    obj = getattr(self, part, None)
-                close = getattr(obj, "close", None)  # tasks without resources have no close()
-                if close is not None:
-                    close()
-            except Exception as e:  # the other parts still hold processes / memory: close them too
-                first = first or e
-        if first is not None:
-            raise first
+        """Release what the run holds (build.py `RunParts.close`); idempotent."""
+        parts = getattr(self, "parts", None)
+        if parts is not None:
+            parts.close()
 
     def __enter__(self) -> "Trainer":
         return self
@@ -224,13 +129,7 @@ class Trainer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def multiplicity(self) -> dict[str, int]:
-        wf = workflow_for(self.cfg)
-        return wf.multiplicity() if wf is not None else {}
-
     def validate(self) -> float:
         """Mean score on held-out problems (greedy, at the final deadline): validation accuracy."""
-        from swarmrl.rl.evaluate import evaluate
         return evaluate(self.cfg, self.policies, problems=self.cfg.eval.val_problems, greedy=True,
                         runtime=self.runtime)["score_mean"]
-

@@ -22,7 +22,7 @@ import csv
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,8 @@ from swarmrl.config import Config, ConfigError
 from swarmrl.diagnostics.collective import at_limit, snapshot_metrics, token_counter
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
-from swarmrl.rl.trainer import make_runtime
+from swarmrl.build import eval_problems, make_runtime
+from swarmrl.scenarios import make_scenario
 
 # Columns of the CSV, in order (the JSON rows hold every metric).
 CSV_COLUMNS = ("team_size", "time_limit_s", "score_mean", "useful_work", "useful_work_per_min",
@@ -58,7 +59,8 @@ def check_spec(cfg: Config, spec: ScaleSpec) -> ScaleSpec:
     bad = [L for L in spec.time_limits_s if not (isinstance(L, (int, float)) and math.isfinite(L) and L > 0)]
     if bad:
         raise ConfigError(f"time limits must be > 0 seconds, got {bad}")
-    top = cfg.workflow.max_experts + 1 if cfg.workflow.name != "single" else 1
+    scenario = make_scenario(cfg)
+    top = scenario.max_team_size() if scenario.hires else 1  # a fixed team is scored as it is: "size 1"
     bad = [k for k in spec.team_sizes if not 1 <= k <= top]
     if bad:
         raise ConfigError(f"team sizes must be in 1..{top} (workflow.max_experts + 1 for "
@@ -86,7 +88,7 @@ def run_scaling(cfg: Config, policy: Policy, spec: ScaleSpec, log=print) -> list
     spec = check_spec(cfg, spec)
     horizon = max(spec.time_limits_s)
     runtime, task = make_runtime(cfg, policy.tokenizer)
-    probs = task.sample(np.random.default_rng(cfg.task.eval_seed), spec.problems)
+    probs = eval_problems(cfg, task, spec.problems)
     # Every team size in one batch: rollouts are independent, and bigger batches are cheaper per turn.
     rollouts, sizes = [], []
     for k in spec.team_sizes:
@@ -110,20 +112,22 @@ def run_scaling(cfg: Config, policy: Policy, spec: ScaleSpec, log=print) -> list
 
 
 def scripted_solo_rows(cfg: Config, policy: Policy, spec: ScaleSpec) -> list[dict]:
-    """A perfect single agent on the same problems, limits and latency model: the warm start's
-    scripted solo demonstrator (never wrong, fewest tokens), run through the same runtime.
+    """A perfect single agent on the same problems, limits and latency model: the task's scripted
+    solo demonstrator (never wrong, fewest tokens), run through the same runtime.
 
     Why: a policy's own team-size-1 play can be weak or degenerate (an earlier demo warm start
     ignored `max=0` and tried to hire, scoring 0), which would make any team look good. The best
     a single agent of this action format could do is the comparison that cannot be gamed.
     """
-    from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy  # the demonstrations are arith's
     spec = check_spec(cfg, spec)
     runtime, task = make_runtime(cfg, policy.tokenizer)
-    probs = task.sample(np.random.default_rng(cfg.task.eval_seed), spec.problems)
+    scripts = task.scripts()
+    if scripts is None:
+        raise ConfigError(f"task {cfg.task.name!r} has no scripted demonstrations: no scripted single agent to compare with")
+    probs = eval_problems(cfg, task, spec.problems)
     rollouts = [runtime.new_rollout(i, i, p, max(spec.time_limits_s), 0) for i, p in enumerate(probs)]
-    solo = Strategy(0, share="recompute")
-    runtime.run(rollouts, ScriptedActor(policy.tokenizer, policy.end_id, {i: solo for i in range(len(probs))}), seed=0)
+    actor = scripts.org_actor(policy.tokenizer, policy.end_id, {i: scripts.solo_strategy() for i in range(len(probs))})
+    runtime.run(rollouts, actor, seed=0)
     count = token_counter(policy.tokenizer)
     return [{"team_size": 1, "time_limit_s": L, "problems": len(rollouts), "actor": "scripted_solo",
              **snapshot_metrics([at_limit(r, L, count) for r in rollouts])} for L in spec.time_limits_s]
@@ -199,7 +203,3 @@ def write_table(rows: list[dict], summary: dict, out_dir: Path, name: str = "sca
         for r in rows:
             w.writerow([f"{r[c]:.6g}" if isinstance(r[c], float) else r[c] for c in CSV_COLUMNS])
     return [js, cs]
-
-
-def spec_dict(spec: ScaleSpec) -> dict:
-    return asdict(spec)

@@ -1,24 +1,30 @@
-"""Tasks: problems, prompts and graders."""
+"""Tasks: problems, prompts and graders (the protocol: tasks/base.py).
 
-from swarmrl.config import SandboxConfig, TaskConfig
+`task.name` selects one: a built-in below, or a user's class by `module:Name` spec.
+"""
+
+from swarmrl.config import Config, SandboxConfig, TaskConfig
+from swarmrl.registry import Registry
 from swarmrl.tasks.arith import ArithTask
+from swarmrl.tasks.base import TASK_METHODS
+
+TASKS: Registry = Registry("task", required=TASK_METHODS)
+TASKS.add("arith", ArithTask)
+# Lazy: math-verify / sympy and the sandbox load only when a run uses them.
+TASKS.add("math", "swarmrl.tasks.math:MathTask")
+TASKS.add("code", "swarmrl.tasks.code:CodeTask")
+
+
+def task_from_config(cfg: Config):
+    """The task `cfg.task.name` names: `Cls.from_config(cfg)` when the class has it, else `Cls(cfg.task)`.
+    The code task builds and checks its sandbox pool here, so a run without a working sandbox stops here."""
+    cls = TASKS.get(cfg.task.name)
+    return cls.from_config(cfg) if hasattr(cls, "from_config") else cls(cfg.task)
 
 
 def make_task(cfg: TaskConfig, sandbox: SandboxConfig | None = None):
-    """The task named by `cfg.name`. `code` also builds the sandbox pool from `sandbox`
-    (default settings if None) and checks it, so a run without a working sandbox stops here."""
-    if cfg.name == "arith":
-        return ArithTask(cfg)
-    if cfg.name == "math":
-        from swarmrl.tasks.math import MathTask  # math-verify/sympy load only when used
-
-        return MathTask(cfg)
-    if cfg.name == "code":
-        from swarmrl.sandbox import make_pool
-        from swarmrl.tasks.code import CodeTask
-
-        return CodeTask(cfg, make_pool(sandbox or SandboxConfig()))
-    raise ValueError(f"unknown task '{cfg.name}'")
+    """`task_from_config` for a task section alone (default sandbox settings if None)."""
+    return task_from_config(Config(task=cfg, sandbox=sandbox or SandboxConfig()))
 
 
 def close_task(task) -> None:

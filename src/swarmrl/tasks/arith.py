@@ -20,47 +20,20 @@ costs tokens (and therefore simulated time) in proportion to the item's length.
 
 from __future__ import annotations
 
-import hashlib
-import re
-from dataclasses import dataclass
-
 import numpy as np
 
 from swarmrl.config import TaskConfig
+from swarmrl.tasks.arith_items import RESULT_RE, ArithProblem, Item, label, stable_id, work_text
+from swarmrl.tasks.arith_roles import WorkflowScriptedActor
+from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy, sample_strategy
 from swarmrl.tasks.base import Grade
 
-
-@dataclass(frozen=True)
-class Item:
-    index: int  # 1-based, as agents see it
-    terms: tuple[int, ...]  # operands; terms[0] is ignored when dep is set
-    dep: int | None  # index of the item whose result replaces the first operand
-    answer: int
-
-    def text(self) -> str:
-        first = f"#{label(self.dep)}" if self.dep is not None else str(self.terms[0])
-        return f"{label(self.index)}:" + "+".join([first] + [str(t) for t in self.terms[1:]])
-
-
-@dataclass(frozen=True)
-class ArithProblem:
-    id: str
-    items: tuple[Item, ...]
-    modulus: int
-
-    @property
-    def num_items(self) -> int:
-        return len(self.items)
-
-    def text(self) -> str:
-        return "\n".join(item.text() for item in self.items)
-
-    def item(self, index: int) -> Item:
-        return self.items[index - 1]
+__all__ = ["ArithProblem", "ArithScripts", "ArithTask", "Item", "label", "work_text"]
 
 
 class ArithTask:
     name = "arith"
+    scripted = True  # `scripts()` gives the warm start's demonstrators
 
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
@@ -78,7 +51,7 @@ class ArithTask:
             first = items[dep - 1].answer if dep is not None else terms[0]
             items.append(Item(i, terms, dep, (first + sum(terms[1:])) % m))
         key = ";".join(it.text() for it in items)
-        return ArithProblem(id=_stable_id(key),
+        return ArithProblem(id=stable_id(key),
                             items=tuple(items), modulus=m)
 
     def parse_item(self, problem: ArithProblem, ref: str) -> int | None:
@@ -103,7 +76,7 @@ class ArithTask:
     def learn(self, problem: ArithProblem, line: str) -> dict[int, str]:
         """Results stated in a line the agent saw ("B=7 C=1"), as claimed (they may be wrong)."""
         out = {}
-        for ref, value in _RESULT.findall(line):
+        for ref, value in RESULT_RE.findall(line):
             idx = self.parse_item(problem, ref)
             if idx is not None:
                 out[idx] = value
@@ -113,29 +86,24 @@ class ArithTask:
         ok = 1 <= item <= problem.num_items and answer.strip() == str(problem.item(item).answer)
         return Grade(1.0, "pass") if ok else Grade(0.0, "fail")
 
-
-def _stable_id(key: str) -> str:
-    return "arith-" + hashlib.sha1(key.encode()).hexdigest()[:10]
-
-
-_RESULT = re.compile(r"\b([A-Z])=(\d)\b")
+    def scripts(self) -> "ArithScripts":
+        return ArithScripts()
 
 
-def work_text(problem: ArithProblem, index: int, known: dict[int, str], submit: bool = True) -> str:
-    """The scripted solution of the item in hand: partial sums, then the submission.
+class ArithScripts:
+    """The warm start's scripted demonstrators on arith (tasks/arith_scripts.py: the org's team
+    strategies; tasks/arith_roles.py: the fixed workflows' roles)."""
 
-    `known` holds results the writer has seen; a dependency must be in it.
-    """
-    item = problem.item(index)
-    acc = int(known[item.dep]) if item.dep is not None else item.terms[0]
-    parts = [f"[{label(index)}]{acc}"]
-    for t in item.terms[1:]:
-        acc = (acc + t) % problem.modulus
-        parts.append(f"+{t}={acc}")
-    text = "".join(parts)
-    return text + (f'<submit item="{label(index)}">{acc}</submit>' if submit else "")
+    def solo_strategy(self) -> Strategy:
+        return Strategy(0, share="recompute")
 
+    def team_strategy(self, rng: np.random.Generator, max_experts: int) -> Strategy:
+        return sample_strategy(rng, max_experts)
 
-def label(index: int) -> str:
-    """1 -> "A", 2 -> "B", ... (the names agents use for items)."""
-    return chr(ord("A") + index - 1)
+    def org_actor(self, tokenizer, end_id: int, strategies: dict[int, Strategy]) -> ScriptedActor:
+        """Plays org rollouts, each by its strategy (rollout index -> strategy)."""
+        return ScriptedActor(tokenizer, end_id, strategies)
+
+    def role_actor(self, tokenizer, end_id: int, seed: int, fallback=None) -> WorkflowScriptedActor:
+        """Plays fixed-workflow rollouts; `fallback` plays the org rollouts among them."""
+        return WorkflowScriptedActor(tokenizer, end_id, seed=seed, fallback=fallback)

@@ -22,9 +22,9 @@ from typing import Sequence
 
 import numpy as np
 
-from swarmrl.collective.runtime import TurnRequest
+from swarmrl.collective.state import TurnRequest
 from swarmrl.policy.sampler import Sample
-from swarmrl.tasks.arith import ArithProblem, label, work_text
+from swarmrl.tasks.arith_items import ArithProblem, label, work_text
 from swarmrl.tasks.arith_scripts import blocks, range_text
 
 
@@ -48,7 +48,7 @@ def slipped(problem: ArithProblem, index: int, known: dict[int, str], slip: bool
 
 
 class WorkflowScriptedActor:
-    """Writes the fixed workflows' role replies; `fallback` handles RLCR org rollouts."""
+    """Writes the fixed workflows' role replies; `fallback` handles rollouts of scenarios without a role graph."""
 
     def __init__(self, tokenizer, end_id: int, slip_rate: float = 0.2, seed: int = 0, fallback=None):
         self.tokenizer = tokenizer
@@ -59,7 +59,7 @@ class WorkflowScriptedActor:
 
     def act(self, requests: Sequence[TurnRequest], seed: int) -> list[Sample]:
         out: list[Sample | None] = [None] * len(requests)
-        org = [i for i, r in enumerate(requests) if r.rollout.workflow is None]
+        org = [i for i, r in enumerate(requests) if getattr(r.rollout.scenario, "workflow", None) is None]
         if org:
             if self.fallback is None:
                 raise ValueError("an org rollout reached the workflow script without a fallback actor")
@@ -73,12 +73,13 @@ class WorkflowScriptedActor:
 
     def reply(self, req: TurnRequest) -> str:
         r, a = req.rollout, req.agent
-        spec = r.workflow.role(a.role)
+        wf = r.scenario.workflow
+        spec = wf.role(a.role)
         problem: ArithProblem = r.problem
         if spec.expects == "plan":
             if a.turns > 0:
                 return "<done/>"
-            workers = [n for d in r.workflow.downstream(a.role) for n in d.agent_names()]
+            workers = [n for d in wf.downstream(a.role) for n in d.agent_names()]
             parts = blocks(problem.num_items, len(workers))
             return "".join(f'<assign who="{w}" item="{range_text(*b)}"/>' for w, b in zip(workers, parts)) + "<done/>"
         lines = req.observation.splitlines()[:-1]

@@ -1,7 +1,7 @@
 """Scripted role policies for `arith`: the demonstrations of the warm start.
 
 They cover every strategy the collective could choose, in comparable amounts, so that RL
-*selects* among them (DESIGN.md section 3): solve alone or hire k = 1..8 experts; split
+*selects* among them: solve alone or hire k = 1..8 experts; split
 round-robin or keep dependency chains together; share results on the channel and wait for
 them, poll the archive for them, or take the dependency and recompute it; the CEO works
 too or only manages. None of them is "the best" by construction: which one
@@ -15,9 +15,9 @@ from typing import Sequence
 
 import numpy as np
 
-from swarmrl.collective.runtime import TurnRequest
+from swarmrl.collective.state import TurnRequest
 from swarmrl.policy.sampler import Sample
-from swarmrl.tasks.arith import ArithProblem, label, work_text
+from swarmrl.tasks.arith_items import ArithProblem, label, work_text
 
 
 

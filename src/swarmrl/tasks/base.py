@@ -40,10 +40,44 @@ class Problem(Protocol):
 
 
 class Task(Protocol):
+    """What the runtime, the trainer and the warm start call on a task. A task class is
+    constructed as `Cls(cfg.task)`, or by its classmethod `from_config(cfg)` (the whole run
+    config) when it has one; `close()` is optional (tasks that hold processes define it)."""
+
     name: str
+    scripted: bool  # True when `scripts()` returns demonstrators (checked before a warm start)
 
-    def sample(self, rng: np.random.Generator, n: int) -> Sequence[Problem]: ...
+    def sample(self, rng: np.random.Generator, n: int) -> Sequence[Problem]:
+        """n problems; the same generator state must give the same problems (resume, eval)."""
+        ...
 
-    def parse_item(self, problem: Problem, ref: str) -> int | None: ...  # agent's item name -> index
+    def parse_item(self, problem: Problem, ref: str) -> int | None:
+        """An agent's item name ("C") -> 1-based item index, or None if there is no such item."""
+        ...
 
-    def grade(self, problem: Problem, item: int, answer: str) -> Grade: ...
+    def take(self, problem: Problem, ref: str) -> list[int] | None:
+        """A `<take item=...>` reference (one item, or a range such as "C-E") -> item indices, or None."""
+        ...
+
+    def render_item(self, problem: Problem, index: int, known: dict[int, str]) -> str:
+        """The item in hand as one desk line, e.g. `C:4+1+2`; `known` holds results the agent has
+        seen (item -> claimed value), for items that depend on others."""
+        ...
+
+    def learn(self, problem: Problem, line: str) -> dict[int, str]:
+        """Results stated in a line the agent saw (item -> claimed value, possibly wrong)."""
+        ...
+
+    def grade(self, problem: Problem, item: int, answer: str) -> Grade:
+        """Grade one submitted answer for one item."""
+        ...
+
+    def scripts(self):
+        """Scripted demonstrators for the warm start (see tasks/arith_scripts.py `ArithScripts`:
+        `solo_strategy()`, `team_strategy(rng, max_experts)`, `org_actor(...)`, `role_actor(...)`),
+        or None when the task has none (then start from a model: `model.name_or_path`)."""
+        ...
+
+
+# Methods the task registry checks a task class for (`close` and `from_config` are optional).
+TASK_METHODS = ("sample", "parse_item", "take", "render_item", "learn", "grade", "scripts")

@@ -72,13 +72,25 @@ def to_grade(result: ExecResult, scoring: str) -> Grade:
 
 class CodeTask:
     name = "code"
+    scripted = False  # no demonstrations: runs start from a model
 
     def __init__(self, cfg, pool, records: list[CodeRecord] | None = None):
-        """`pool`: a sandbox.SandboxPool (make_task builds and checks it from `sandbox:`)."""
+        """`pool`: a sandbox.SandboxPool (`from_config` builds and checks it from `sandbox:`)."""
         self.cfg, self.pool = cfg, pool
         self.records = records if records is not None else load_code(cfg.dataset, cfg.prompt_field, cfg.tests_field)
         if not self.records:
             raise ValueError("code task: the dataset has no problems")
+
+    @classmethod
+    def from_config(cls, cfg) -> "CodeTask":
+        """With a sandbox pool built from `cfg.sandbox` and checked: a run without a working
+        sandbox stops here, before anything trains."""
+        from swarmrl.sandbox import make_pool
+        return cls(cfg.task, make_pool(cfg.sandbox))
+
+    def scripts(self) -> None:
+        """No scripted demonstrations: a code run starts from a model (model.name_or_path)."""
+        return None
 
     def sample(self, rng: np.random.Generator, n: int) -> list[CodeProblem]:
         idx = rng.integers(0, len(self.records), size=n)

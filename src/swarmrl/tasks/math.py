@@ -78,6 +78,7 @@ def grade_answer(answer: str, reference: str) -> Grade:
 
 class MathTask:
     name = "math"
+    scripted = False  # no demonstrations: runs start from a model
 
     def __init__(self, cfg, records: list[MathRecord] | None = None):
         self.cfg = cfg
@@ -108,6 +109,10 @@ class MathTask:
         """A claimed result stated in a line the agent saw (`A=42`)."""
         m = _CLAIM.search(line)
         return {1: m.group(1)} if m else {}
+
+    def scripts(self) -> None:
+        """No scripted demonstrations: a math run starts from a model (model.name_or_path)."""
+        return None
 
     def grade(self, problem: MathProblem, item: int, answer: str) -> Grade:
         if item != 1:

@@ -1,0 +1,170 @@
+"""The composition root: every part of a run is built from its config here, and closed here.
+
+Nothing else in swarmrl constructs a task, scenario, runtime, policy set, actor, backend or
+updater from a config: the trainer, evaluation, the warm start, scaling and the Ray workers
+all call these functions, so a plugin named in the config (`task.name=my_file.py:MyTask`)
+reaches every one of them, and the saved `config.yaml` is all a resume or an eval needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from swarmrl.collective.clock import LatencyModel
+from swarmrl.collective.runtime import Runtime, RuntimeLimits
+from swarmrl.collective.state import Rollout
+from swarmrl.config import Config
+from swarmrl.diagnostics.detectors import Detectors
+from swarmrl.distributed import make_backend
+from swarmrl.policy.actor import LLMActor
+from swarmrl.policy.model import Policy
+from swarmrl.policy.sharing import PolicySet
+from swarmrl.rl.advantages import get_advantage
+from swarmrl.rl.aggregation import AGGREGATIONS
+from swarmrl.rl.losses import get_loss
+from swarmrl.rl.update import Updater
+from swarmrl.scenarios import make_scenario
+from swarmrl.seeds import rng_for
+from swarmrl.tasks import TASKS, close_task, task_from_config
+
+
+def check_plugins(cfg: Config) -> None:
+    """Resolve every registry name of the config (task, scenario, estimator, loss, aggregation)
+    and build the scenario, so an unknown name, a bad plugin spec, a plugin missing a method
+    of its protocol, or a role graph whose roles cannot reach its submitter fails before any
+    model is built or trained. Raises PluginError / ConfigError naming the key."""
+    TASKS.get(cfg.task.name)
+    make_scenario(cfg)
+    get_advantage(cfg.rl.advantage)
+    get_loss(cfg.rl.loss)
+    AGGREGATIONS.get(cfg.rl.aggregation)
+
+
+def make_runtime(cfg: Config, tokenizer, task=None) -> tuple[Runtime, object]:
+    """The runtime with the run's scenario as its default, and its task (built unless given)."""
+    task = task if task is not None else task_from_config(cfg)
+    limits = RuntimeLimits(max_new_tokens_per_turn=cfg.sampler.max_new_tokens_per_turn,
+                           max_turns_per_agent=cfg.sampler.max_turns_per_agent,
+                           max_context_tokens=cfg.model.max_context_tokens,
+                           max_hires_per_rollout=cfg.workflow.max_hires_per_rollout)
+    return Runtime(task, tokenizer, LatencyModel.from_config(cfg.clock), limits, scenario=make_scenario(cfg)), task
+
+
+def max_experts_for(cfg: Config) -> int:
+    """The expert cap of the run's rollouts (0 where the scenario does not hire)."""
+    return make_scenario(cfg).team_cap(None)
+
+
+def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
+    """One policy slot per role type of the scenario (or one shared slot).
+    LoRA A matrices are drawn from torch's global RNG: seeded here (without disturbing the
+    caller's stream) so that the same config gives the same adapters in any process."""
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg.seed)
+        return PolicySet(policy, cfg.policy.sharing, make_scenario(cfg).role_types(), lora_rank=cfg.policy.lora_rank,
+                         lora_alpha=cfg.policy.lora_alpha, lora_targets=cfg.policy.lora_targets,
+                         temperature=cfg.sampler.temperature)
+
+
+def rollout_parts(cfg: Config, policy: Policy) -> tuple[Runtime, PolicySet]:
+    """What a rollout worker holds (distributed/worker.py): a runtime and a policy set."""
+    runtime, _ = make_runtime(cfg, policy.tokenizer)
+    return runtime, make_policy_set(cfg, policy)
+
+
+def new_rollouts(runtime: Runtime, problems, per_problem: int, time_limit: float,
+                 caps: list[int] | None = None) -> list[Rollout]:
+    """`per_problem` rollouts of each problem (one group each) under the runtime's scenario;
+    `caps`: the expert cap per problem (default: the scenario's)."""
+    caps = caps or [None] * len(problems)
+    return [runtime.new_rollout(g * per_problem + j, g, p, time_limit, caps[g])
+            for g, p in enumerate(problems) for j in range(per_problem)]
+
+
+def step_caps(cfg: Config, step: int) -> list[int]:
+    """Each problem's cap at `step`: the last round(fraction x problems) get a smaller one,
+    drawn from 0..max_experts-1 (a function of (seed, step) alone, like the problems)."""
+    n, top = cfg.rl.problems_per_step, max_experts_for(cfg)
+    k = round(cfg.rl.smaller_caps_fraction * n)
+    if k == 0:
+        return [top] * n
+    small = rng_for("caps", cfg.seed, step).integers(0, top, size=k)
+    return [top] * (n - k) + [int(c) for c in small]
+
+
+@dataclass
+class RunParts:
+    """Everything a training run holds, built from one config; `close()` releases it all."""
+
+    cfg: Config
+    policy: Policy  # the base policy (tokenizer, ids); trainable weights live in `policies`
+    runtime: Runtime
+    task: object
+    backend: object = None
+    policies: PolicySet | None = None
+    actor: LLMActor | None = None
+    updater: Updater | None = None
+    detectors: Detectors | None = None
+    advantage_fn: object = None
+    role_ids: dict[str, int] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Release what the run holds, on success, error or Ctrl-C: the backend (Ray workers and a
+        cluster it started; the vLLM engine it attached), an engine set on the policies directly,
+        and the task's sandbox pool. Idempotent. Every part is closed even when one fails; the
+        first failure is raised after."""
+        first: Exception | None = None
+        for part in ("backend", "engine", "task"):
+            try:
+                _close_part(self, part)
+            except Exception as e:  # the other parts still hold processes / memory: close them too
+                first = first or e
+        if first is not None:
+            raise first
+
+
+def _close_part(parts: RunParts, part: str) -> None:
+    if part == "engine":  # read after the backend's close, which may have closed it already
+        engine = getattr(parts.policies, "engine", None)
+        if engine is not None:
+            parts.policies.engine = None
+            engine.close()
+    elif part == "task":
+        if parts.task is not None:
+            close_task(parts.task)
+    elif parts.backend is not None:  # a backend's close is idempotent
+        parts.backend.close()
+
+
+def build_run(cfg: Config, policy: Policy) -> RunParts:
+    """Build a training run's parts. A failure half way releases what was already built (the
+    task's sandbox pool, a Ray cluster) before it propagates."""
+    check_plugins(cfg)
+    runtime, task = make_runtime(cfg, policy.tokenizer)
+    parts = RunParts(cfg=cfg, policy=policy, runtime=runtime, task=task)
+    try:
+        # Where rollouts run; made before adapters wrap the model: Ray workers copy the plain one.
+        parts.backend = make_backend(cfg, policy, rollout_parts)
+        parts.policies = make_policy_set(cfg, policy)
+        parts.actor = LLMActor.from_config(cfg.sampler, parts.policies)
+        parts.backend.attach(runtime, parts.actor, parts.policies)
+        parts.advantage_fn = get_advantage(cfg.rl.advantage)
+        parts.updater = Updater(cfg.rl, parts.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed,
+                                temperature=cfg.sampler.temperature)
+        parts.detectors = Detectors(cfg.detectors)
+        parts.role_ids = {r: i for i, r in enumerate(runtime.scenario.role_types())}
+    except BaseException:
+        parts.close()
+        raise
+    return parts
+
+
+def eval_problems(cfg: Config, task, n: int):
+    """The held-out problems every evaluation uses (never seen in training)."""
+    return task.sample(rng_for("eval_problems", cfg.task.eval_seed), n)
+
+
+__all__ = ["RunParts", "build_run", "check_plugins", "eval_problems", "make_policy_set", "make_runtime",
+           "max_experts_for", "new_rollouts", "rollout_parts", "step_caps"]

@@ -1,0 +1,151 @@
+"""RLCR's organisation as a scenario: a CEO alone at t = 0 who may hire and fire up to
+`max_experts` experts, create channels, and brief hires; every agent may submit.
+
+`single` is the same organisation with hiring off (cap 0): one agent does everything, the
+control every team is compared with. Both share the warm start's demonstrations (every
+team size 0..max_experts), so a single agent and a team start from one base model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from swarmrl.collective.actions import Action
+from swarmrl.scenarios.base import CORE_ACTIONS, Scenario
+
+GENERAL = "general"  # the channel every hire joins
+NO_DEADLINE = 1e9  # demonstrations run to completion
+ORG_ACTIONS = ("hire", "fire", "create")  # the CEO's own
+# What a non-CEO is told for the CEO's actions (the org's rules, collective/org.py).
+CEO_ONLY = {"hire": "error: only the CEO can hire", "fire": "error: only the CEO can fire",
+             "create": "error: only the ceo can create channels"}
+
+
+class OrgScenario(Scenario):
+    name = "org"
+    hires = True
+    demo_set = "org"
+
+    def __init__(self, max_experts: int = 8):
+        self.max_experts = max_experts
+
+    @classmethod
+    def from_config(cls, cfg) -> "OrgScenario":
+        return cls(cfg.workflow.max_experts)
+
+    def role_types(self) -> list[str]:
+        return ["ceo", "expert"]
+
+    def max_team_size(self) -> int:
+        return self.max_experts + 1
+
+    def team_cap(self, requested: int | None) -> int:
+        return self.max_experts if requested is None else requested
+
+    def staff(self, runtime, r, prestaffed: int = 0) -> None:
+        """The CEO alone, or with `prestaffed` experts hired at t = 0 through the CEO's own hire
+        path (the scaling evaluation's fixed teams)."""
+        r.bus.create_channel(GENERAL, "ceo", ["ceo"], 0.0)
+        runtime.add_agent(r, "ceo", "ceo", 0.0, ready=True)
+        for _ in range(prestaffed):
+            if err := runtime.execute(r, r.agents["ceo"], Action("hire", {"role": "expert"}), 0.0):
+                raise ValueError(f"prestaffed_experts={prestaffed}: {err}")
+
+    def header(self, r, name: str, role: str) -> str:
+        first = f"ceo max={r.org.max_experts}" if role == "ceo" else f"{name} boss=ceo"
+        return f"{first}\n{r.problem.text()}\n"
+
+    def actions(self, role: str) -> tuple[str, ...]:
+        return CORE_ACTIONS + ORG_ACTIONS if role == "ceo" else CORE_ACTIONS
+
+    def handlers(self) -> dict:
+        return {"hire": _hire, "fire": _fire, "create": _create}
+
+    def refusal(self, role: str, kind: str) -> str:
+        return CEO_ONLY.get(kind) or super().refusal(role, kind)
+
+    def is_teammate(self, r, name: str) -> bool:
+        return r.org.is_active(name)
+
+    def demo_count(self, per_strategy: int) -> int:
+        return per_strategy * (self.max_experts + 2)  # team sizes 1..max_experts + 1, and the max=0 block
+
+    def demo_key(self) -> dict:
+        return {"max_experts": self.max_experts}
+
+    def demonstrations(self, runtime, scripts, tokenizer, end_id: int, n: int, seed: int):
+        """Every team size 0..max_experts, plus a block of solo demos told `max=0`.
+
+        Why the block: the header's cap is one character ~70 tokens before the first decision,
+        and with only the solo demos that happened to draw cap 0 (~5% of all) the warm start
+        ignored it (P(first action is <take> | max=0) = 0.09, the same as for max=8), so the
+        single agent mostly tried to hire and scored 0. Team demos show their cap too: demos
+        with max=m never hire more than m."""
+        from swarmrl.seeds import rng_for
+        rng = rng_for("demos", seed)
+        problems = runtime.task.sample(rng, n)
+        strategies, rollouts = {}, []
+        n_cap0 = n // (self.max_experts + 2)
+        for i, p in enumerate(problems):
+            if i < n_cap0:
+                strat, cap = scripts.solo_strategy(), 0
+            else:
+                strat = scripts.team_strategy(rng, self.max_experts)
+                cap = int(rng.integers(strat.experts, self.max_experts + 1))
+            strategies[i] = strat
+            rollouts.append(runtime.new_rollout(i, i, p, NO_DEADLINE, cap, scenario=self))
+        stats = {"team_sizes": dict(sorted(Counter(s.experts + 1 for s in strategies.values()).items())),
+                 "share_modes": dict(Counter(s.share for s in strategies.values() if s.experts))}
+        return rollouts, scripts.org_actor(tokenizer, end_id, strategies), stats
+
+
+class SingleScenario(OrgScenario):
+    """One agent, no hiring: the org with its cap fixed at 0."""
+
+    name = "single"
+    hires = False
+
+    def role_types(self) -> list[str]:
+        return ["ceo"]
+
+    def max_team_size(self) -> int:
+        return 1
+
+    def team_cap(self, requested: int | None) -> int:
+        return 0
+
+
+# ---------------------------------------------------------------------- the CEO's action handlers
+
+
+def _hire(runtime, r, a, act: Action, now: float) -> str | None:
+    name, err = r.org.hire(a.name, act.attrs.get("role", "expert"))
+    r.counters["rejected_hires"] = r.org.rejected_hires
+    if err:
+        return err
+    r.counters["hires"] += 1
+    runtime.add_agent(r, name, "expert", now, ready=False)
+    r.bus.join(GENERAL, name, now)
+    if act.body:  # the optional brief travels as the first direct message (the hire stands if it is refused)
+        return runtime.count_sent(r, r.bus.send_direct(a.name, name, act.body, now), "direct_messages")
+    return None
+
+
+def _fire(runtime, r, a, act: Action, now: float) -> str | None:
+    who = act.attrs["who"]
+    err = r.org.fire(a.name, who)
+    if err:
+        return err
+    r.counters["fires"] += 1
+    r.bus.leave_all(who, now)
+    r.agents[who].status = "fired"
+    r.agents[who].fired_at = now
+    return None
+
+
+def _create(runtime, r, a, act: Action, now: float) -> str | None:
+    members = [m for m in act.attrs.get("members", "").split(",") if m]
+    bad = [m for m in members if not r.org.is_active(m)]
+    if bad:
+        return f"error: not active teammates: {','.join(bad)}"
+    return r.bus.create_channel(act.attrs["ch"], a.name, sorted(set(members) | {a.name}), now)
