@@ -205,9 +205,9 @@ BAD_TRAIN = [
     ("seed_neg", TINY, ["seed=-1"], ["seed must be >= 0", "got -1"]),
     ("arith_with_dataset", TINY, ["task.dataset=x.jsonl"], ["task.dataset='x.jsonl' is for task.name=math or code"]),
     ("math_warm_start", TINY, ["task.name=math"],
-     ["task.name=math: the warm start has scripted demonstrations for task.name=arith only",
+     ["task.name=math: the task has no scripted demonstrations for the warm start",
       "model.name_or_path=", "--init"]),
-    ("code_warm_start", TINY, ["task.name=code"], ["task.name=code: the warm start", "--init"]),
+    ("code_warm_start", TINY, ["task.name=code"], ["task.name=code: the task has no scripted demonstrations", "--init"]),
     ("missing_config", "nope.yaml", [], ["config not found: nope.yaml"]),
 ]
 

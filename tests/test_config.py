@@ -296,3 +296,15 @@ def test_resolve_config_finds_presets_and_paths(tmp_path):
     assert resolve_config(str(p)) == p
     with pytest.raises(ConfigError, match="config not found: nope"):
         resolve_config("nope")
+
+
+def test_a_saved_config_with_a_retired_key_still_loads_and_a_changed_one_does_not():
+    """Run directories written before `clock.mode` was removed resume and evaluate; a value
+    that would have meant something else is still an error."""
+    from swarmrl.config import Config, ConfigError, config_from_dict
+    old = Config().to_dict()
+    old["clock"]["mode"] = "simulated"
+    assert config_from_dict(old) == Config()
+    old["clock"]["mode"] = "wall"
+    with pytest.raises(ConfigError, match="unknown config key 'clock.mode'"):
+        config_from_dict(old)

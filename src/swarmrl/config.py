@@ -13,12 +13,11 @@ from swarmrl.config_schema import (ClockConfig, Config, ConfigError, Distributed
                                    TaskConfig, TimeLimitConfig, WarmStartConfig, WorkflowConfig)
 from swarmrl.diagnostics.detectors import DetectorConfig
 
-_suggest = suggest  # experiments/latency_shaping.py still imports the old name
 
 __all__ = [
     "DEMO_CONFIG", "REPO_CONFIGS", "apply_overrides", "config_from_dict", "load_config", "read_yaml",
     "resolve_config", "suggest", "validate",
     "ClockConfig", "Config", "ConfigError", "DetectorConfig", "DistributedConfig", "EvalConfig", "ModelConfig",
     "PolicyConfig", "RLConfig", "RunConfig", "SamplerConfig", "SandboxConfig", "ShapingConfig", "TaskConfig",
-    "TimeLimitConfig", "WarmStartConfig", "WorkflowConfig", "_suggest",
+    "TimeLimitConfig", "WarmStartConfig", "WorkflowConfig",
 ]

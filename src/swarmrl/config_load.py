@@ -313,8 +313,18 @@ def _distributed_checks(cfg: Config) -> list[tuple[bool, str]]:
     ]
 
 
+# Keys saved by earlier versions that no longer mean anything, with the only value they could
+# have had: dropped when read, so existing run directories still resume and evaluate.
+RETIRED_KEYS = {("clock", "mode"): "simulated"}
+
+
 def config_from_dict(data: dict) -> Config:
-    return validate(_build(Config, data or {}, ""))
+    data = dict(data or {})
+    for (section, key), value in RETIRED_KEYS.items():
+        sec = data.get(section)
+        if isinstance(sec, dict) and sec.get(key) == value:
+            data[section] = {k: v for k, v in sec.items() if k != key}
+    return validate(_build(Config, data, ""))
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Generic, TypeVar
 
-from swarmrl.config import ConfigError
+from swarmrl.config_schema import ConfigError
 
 T = TypeVar("T")
 

@@ -71,9 +71,13 @@ class _Channel:
         return frozenset(m for m, spans in self.spans.items() if spans and spans[-1].end == math.inf)
 
 
+MAX_MESSAGE_CHARS = 500  # longest message body; longer ones are refused, not cut
+MAX_MESSAGES_PER_AGENT = 64  # sends and posts one agent may make in a rollout (stops flooding)
+
+
 class MessageBus:
-    def __init__(self, latency_s: float = 0.1, max_message_chars: int = 500,
-                 max_messages_per_agent: int = 64, max_archive_read: int = 50):
+    def __init__(self, latency_s: float = 0.1, max_message_chars: int = MAX_MESSAGE_CHARS,
+                 max_messages_per_agent: int = MAX_MESSAGES_PER_AGENT, max_archive_read: int = 50):
         if latency_s < 0 or max_message_chars < 1 or max_messages_per_agent < 0 or max_archive_read < 1:
             raise ValueError("latency_s must be >= 0 and the limits positive")
         self.latency_s = latency_s

@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from swarmrl.collective.actions import Action, parse_reply, render_action
-from swarmrl.collective.bus import Message, MessageBus
+from swarmrl.collective.bus import MAX_MESSAGE_CHARS, MAX_MESSAGES_PER_AGENT, Message, MessageBus
 from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.grading import due_outcomes, next_outcome_due
 from swarmrl.collective.handlers import CORE_HANDLERS
 from swarmrl.collective.org import Org
 from swarmrl.collective.render import escape_text, output_value, render_message
 from swarmrl.collective.state import Agent, Rollout, Turn, TurnRequest
+from swarmrl.config import ModelConfig, SamplerConfig, WorkflowConfig
 from swarmrl.collective.streaming import run_stream
 from swarmrl.policy.sampler import Sample
 from swarmrl.policy.tokenizer import encode_text
@@ -50,14 +51,14 @@ class Actor(Protocol):
 
 @dataclass(frozen=True)
 class RuntimeLimits:
-    """Defaults are the config's (swarmrl/config.py), so a runtime built by hand behaves like a run's."""
+    """Defaults are read from the config's sections, so a runtime built by hand behaves like a run's."""
 
-    max_new_tokens_per_turn: int = 64  # sampler.max_new_tokens_per_turn
-    max_turns_per_agent: int = 12  # sampler.max_turns_per_agent
-    max_context_tokens: int = 1024  # model.max_context_tokens
-    max_message_chars: int = 500
-    max_messages_per_agent: int = 64
-    max_hires_per_rollout: int = 16  # workflow.max_hires_per_rollout: hires and re-hires together
+    max_new_tokens_per_turn: int = SamplerConfig.max_new_tokens_per_turn
+    max_turns_per_agent: int = SamplerConfig.max_turns_per_agent
+    max_context_tokens: int = ModelConfig.max_context_tokens
+    max_message_chars: int = MAX_MESSAGE_CHARS
+    max_messages_per_agent: int = MAX_MESSAGES_PER_AGENT
+    max_hires_per_rollout: int = WorkflowConfig.max_hires_per_rollout  # hires and re-hires together
 
 
 class Runtime:

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import yaml
 
-from swarmrl.config import Config, ConfigError, _suggest, load_config
+from swarmrl.config import Config, ConfigError, load_config, suggest
 from swarmrl.policy.model import load_policy
 from swarmrl.report.scaling import (md_table, plot_grouped_bars, plot_score_vs_latency, plot_tokens_vs_latency,
                                     plot_training_compare)
@@ -55,11 +55,11 @@ def load_experiment(path: Path, extra_overrides: list[str] | None = None) -> Exp
     known = ["base", "overrides", "arms", "scale"]
     for k in data:
         if k not in known:
-            raise ConfigError(f"unknown experiment key '{k}'{_suggest(k, known)}")
+            raise ConfigError(f"unknown experiment key '{k}'{suggest(k, known)}")
     scale = data.get("scale") or {}
     for k in scale:
         if k not in ScaleSpec.__dataclass_fields__:
-            raise ConfigError(f"unknown experiment key 'scale.{k}'{_suggest(k, list(ScaleSpec.__dataclass_fields__))}")
+            raise ConfigError(f"unknown experiment key 'scale.{k}'{suggest(k, list(ScaleSpec.__dataclass_fields__))}")
     arms = data.get("arms") or {}
     if not arms:
         raise ConfigError("the experiment needs at least one arm")

@@ -27,7 +27,7 @@ from swarmrl.config import Config, ConfigError, apply_overrides, config_from_dic
 from swarmrl.policy.model import (Policy, load_policy, load_run_policy, save_run_policy,
                                    stage_run_policy, verify_run_policy)
 from swarmrl.report.plots import plot_run
-from swarmrl.policy.sharing import PolicySet
+from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.build import make_policy_set
 from swarmrl.rl.trainer import Trainer
 from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
@@ -102,7 +102,7 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     finally:
         trainer.close()  # Ray workers (and a cluster the backend started) go away with the run
     plot_run(run.path)
-    if trainer.policies.sharing == "shared":  # last: a complete final/ marks a finished run
+    if isinstance(trainer.policies, SharedPolicies):  # last: a complete final/ marks a finished run
         save_run_policy(trainer.policy, run.final_dir, step=trainer.step_idx)
     else:  # per-role weights: the final checkpoint holds every adapter / model copy
         log(f"final per-role weights ({trainer.policies.sharing}): {latest_checkpoint(run.path)}")
@@ -166,7 +166,7 @@ def _check_not_finished(run: RunDir, cfg: Config, trainer: Trainer) -> None:
     if step > end:
         raise ConfigError(f"rl.steps={end} is below step {step}, which {run.path} has already reached; "
                           "a resume can only keep or raise rl.steps")
-    if trainer.policies.sharing == "shared":
+    if isinstance(trainer.policies, SharedPolicies):
         finished = _final_step(run) == end
     else:  # no final/: the last checkpoint holds the result
         finished = step == end
@@ -224,4 +224,4 @@ def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | Po
             policies.load_state_tensors(load_checkpoint(ckpt).tensors, str(ckpt))
         except KeyError as e:
             raise CheckpointError(str(e.args[0])) from e
-    return (policy if policies.sharing == "shared" else policies), run_cfg
+    return (policy if isinstance(policies, SharedPolicies) else policies), run_cfg

@@ -22,7 +22,7 @@ import torch
 
 from swarmrl.config import RLConfig
 from swarmrl.diagnostics.roles import finalize_role_stats, grad_norm, merge_sums, role_token_sums
-from swarmrl.policy.sharing import PolicySet
+from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.rl.aggregation import sequence_weights, token_weights
 from swarmrl.rl.batch import TrainSeq, micro_batches, pad, token_logprobs
 from swarmrl.seeds import rng_for
@@ -107,7 +107,7 @@ class Updater:
         for k, part in enumerate(parts):
             mb = [seqs[i] for i in part]
             w = self.weights(mb)  # [S_mb]
-            if measure_roles and k == 0 and self.policies.sharing == "shared":
+            if measure_roles and k == 0 and isinstance(self.policies, SharedPolicies):
                 for role in sorted({s.role for s in mb}):  # one extra backward per role
                     self._zero()
                     sel = [i for i, s in enumerate(mb) if s.role == role]
@@ -119,7 +119,7 @@ class Updater:
             for slot, opt in self.optimizers.items():
                 norm = float(torch.nn.utils.clip_grad_norm_(self.policies.parameters(slot), self.cfg.grad_clip))
                 out["grad_norm"] = out.get("grad_norm", 0.0) + norm / len(parts)
-                if self.policies.sharing != "shared" and any(self.policies.slot(s.role) == slot for s in mb):
+                if not isinstance(self.policies, SharedPolicies) and any(self.policies.slot(s.role) == slot for s in mb):
                     role_norms.setdefault(slot, []).append(norm)  # a role absent this step has no norm, not 0
                 opt.step()
         self._zero()

@@ -10,10 +10,10 @@ compliance and by the scripted demonstrators):
     verdict  <verdict item="A">yes|no</verdict> on each candidate (evaluator)
     plan     <assign who="worker-1" item="A-C"/> (orchestrator)
 
-All of them run on the collective runtime and its clock: a role whose inputs are not all
-finished waits (simulated time passes), and the deadline truncates the score as in RLCR.
-The RLCR `org` (a CEO who hires) is not a fixed graph; it is the runtime's default mode,
-and `single` is that mode with no hiring (one agent solves everything: the control).
+All of them run on the collective runtime and its clock as scenarios (scenarios/graph.py):
+a role whose inputs are not all finished waits (simulated time passes), and the deadline
+truncates the score as in RLCR. The RLCR `org` (a CEO who hires) is not a fixed graph but a
+scenario of its own (scenarios/org.py), and `single` is the org without hiring.
 
 `role type` = the role's name; all agents of a role share one adapter under isolated
 policies ("all generators share the generator adapter", as in the paper).
@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from swarmrl.config import ConfigError
+
 EXPECTS = ("answer", "choice", "verdict", "plan")
-WORKFLOWS = ("org", "single", "voting", "eval_opt", "orch_workers")
 
 
-class WorkflowError(ValueError):
+class WorkflowError(ConfigError):
     """A workflow definition or setting is wrong; the message names it."""
 
 
@@ -135,5 +136,5 @@ def preset(name: str, generators: int = 3, workers: int = 3) -> Workflow:
                  RoleSpec("synthesizer", inputs=("worker",), submits=True, expects="choice"))
     else:
         raise WorkflowError(f"unknown workflow '{name}' (fixed graphs: voting, eval_opt, orch_workers; "
-                            "`org` (a CEO who hires) and `single` (one agent) are the runtime's org mode)")
+                            "`org` (a CEO who hires) and `single` (one agent) are scenarios of their own)")
     return Workflow(name, roles).validate()
