@@ -15,7 +15,7 @@ import torch
 from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.collective.state import Rollout
-from swarmrl.config import Config
+from swarmrl.config import Config, ConfigError
 from swarmrl.diagnostics.detectors import Detectors
 from swarmrl.distributed import make_backend
 from swarmrl.policy.actor import LLMActor
@@ -36,7 +36,10 @@ def check_plugins(cfg: Config) -> None:
     of its protocol, or a role graph whose roles cannot reach its submitter fails before any
     model is built or trained. Raises PluginError / ConfigError naming the key."""
     TASKS.get(cfg.task.name)
-    make_scenario(cfg)
+    scenario = make_scenario(cfg)
+    if cfg.rl.smaller_caps_fraction and not (scenario.hires and scenario.team_cap(None) >= 1):
+        raise ConfigError(f"rl.smaller_caps_fraction needs a scenario that hires (workflow.name=org) with "
+                          f"max_experts >= 1: only a CEO who hires has a cap (workflow.name={cfg.workflow.name})")
     get_advantage(cfg.rl.advantage)
     get_loss(cfg.rl.loss)
     AGGREGATIONS.get(cfg.rl.aggregation)

@@ -252,8 +252,6 @@ def _cross_checks(cfg: Config) -> list[tuple[bool, str]]:
         (w.max_hires_per_rollout >= w.max_experts,
          "workflow.max_hires_per_rollout must be >= workflow.max_experts (or the cap cannot be reached), "
          f"got {w.max_hires_per_rollout} < {w.max_experts}"),
-        (cfg.rl.smaller_caps_fraction == 0 or (w.name == "org" and w.max_experts >= 1),
-         "rl.smaller_caps_fraction needs workflow.name=org with max_experts >= 1 (only a CEO who hires has a cap)"),
         (m.num_heads % m.num_kv_heads == 0,
          f"model.num_heads must be a multiple of model.num_kv_heads, got {m.num_heads} and {m.num_kv_heads}"),
         (bool(m.name_or_path) or (head_dim >= 2 and head_dim % 2 == 0),

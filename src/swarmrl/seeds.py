@@ -26,6 +26,8 @@ _RNG_STREAMS = {
     "caps": lambda seed, step: [seed, step, 3],  # the smaller expert caps of a step
     "eval_problems": lambda seed: seed,  # held-out problems (seed = task.eval_seed)
     "demos": lambda seed: seed,  # scripted demonstrations of the warm start
+    "demo_slips": lambda seed: seed,  # the scripted workflow solvers' deliberate slips
+    "warmstart_order": lambda seed: seed,  # the warm start's batch order
 }
 
 

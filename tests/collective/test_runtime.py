@@ -1,4 +1,4 @@
-"""The runtime's scheduling invariants (DESIGN.md section 4): causality (1), deadline (2),
+"""The runtime's scheduling invariants (docs/ARCHITECTURE.md, "Invariants"): causality (1), deadline (2),
 and the tie-breaking rules that keep batched and one-turn-at-a-time schedules identical."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runtime's action invariants (DESIGN.md section 4): bad output never raises (6),
+"""The runtime's action invariants (docs/ARCHITECTURE.md, "Invariants"): bad output never raises (6),
 provenance and membership (5), and the team cap."""
 
 from __future__ import annotations

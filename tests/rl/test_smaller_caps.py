@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swarmrl.build import check_plugins
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
 from swarmrl.build import step_caps
@@ -37,5 +38,6 @@ def test_a_step_runs_capped_groups_and_keeps_them_out_of_the_collective_metrics(
 def test_bad_fraction_is_a_clear_error():
     with pytest.raises(ConfigError, match="smaller_caps_fraction must be in"):
         load_config(TINY, ["rl.smaller_caps_fraction=1.5"])
-    with pytest.raises(ConfigError, match="needs workflow.name=org"):
-        load_config(TINY, ["rl.smaller_caps_fraction=0.5", "workflow.name=voting"])
+    # A scenario without hiring has no cap to make smaller: refused before anything is built.
+    with pytest.raises(ConfigError, match=r"needs a scenario that hires \(workflow.name=org\)"):
+        check_plugins(load_config(TINY, ["rl.smaller_caps_fraction=0.5", "workflow.name=voting"]))

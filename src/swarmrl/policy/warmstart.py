@@ -38,6 +38,7 @@ from swarmrl.scenarios import base as scenario_base
 from swarmrl.scenarios import graph as scenario_graph
 from swarmrl.scenarios import make_scenario
 from swarmrl.scenarios import org as scenario_org
+from swarmrl.seeds import rng_for
 from swarmrl.tasks import TASKS, arith, arith_items, arith_roles, arith_scripts
 from swarmrl.workflows import graph as workflow_graph
 
@@ -90,7 +91,7 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
     model = policy.model
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    rng = np.random.default_rng(seed)
+    rng = rng_for("warmstart_order", seed)
     n_batches = epochs * math.ceil(len(seqs) / batch_sequences)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda i: min(1.0, (i + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(i / n_batches, 1.0))))

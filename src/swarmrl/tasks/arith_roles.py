@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
-import numpy as np
 
 from swarmrl.collective.state import TurnRequest
+from swarmrl.seeds import rng_for
 from swarmrl.policy.sampler import Sample
 from swarmrl.tasks.arith_items import ArithProblem, label, work_text
 from swarmrl.tasks.arith_scripts import blocks, range_text
@@ -54,7 +54,7 @@ class WorkflowScriptedActor:
         self.tokenizer = tokenizer
         self.end_id = end_id
         self.slip_rate = slip_rate
-        self.rng = np.random.default_rng(seed)
+        self.rng = rng_for("demo_slips", seed)
         self.fallback = fallback
 
     def act(self, requests: Sequence[TurnRequest], seed: int) -> list[Sample]:
