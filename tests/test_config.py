@@ -252,6 +252,8 @@ def test_extension_names_are_strings_resolved_later(override):
     reading a config imports no task, workflow or RL code."""
     key, value = override.split("=", 1)
     section, field = key.split(".")
+    if ".py:" in value:  # a file spec is saved absolute, against the working directory
+        value = f"{Path.cwd().resolve()}/{value}"
     assert getattr(getattr(load_config(None, [override]), section), field) == value
 
 
@@ -281,7 +283,6 @@ def test_facade_reexports_loading_and_suggest():
     for name in ("load_config", "apply_overrides", "config_from_dict", "validate", "read_yaml",
                  "resolve_config", "suggest", "REPO_CONFIGS", "DEMO_CONFIG"):
         assert getattr(config, name) is getattr(config_load, name)
-    assert config._suggest is config.suggest  # the old private name, still imported by experiments/
     assert config.suggest("rl.step", ["rl.steps", "seed"]) == " (did you mean 'rl.steps'?)"
     assert config.suggest("zzz", ["rl.steps"]) == ""
 
@@ -308,3 +309,13 @@ def test_a_saved_config_with_a_retired_key_still_loads_and_a_changed_one_does_no
     old["clock"]["mode"] = "wall"
     with pytest.raises(ConfigError, match="unknown config key 'clock.mode'"):
         config_from_dict(old)
+
+
+def test_file_plugin_specs_are_saved_absolute(tmp_path, monkeypatch):
+    """`task.name=examples/x.py:T` typed in one directory still names the file when the saved
+    config is read from another; module specs and absolute paths stay as written."""
+    from swarmrl.config import load_config
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(None, ["task.name=plugins/x.py:T", "rl.advantage=my_pkg.adv:fn", "workflow.name=/abs/w.py:W"])
+    assert cfg.task.name == f"{tmp_path.resolve()}/plugins/x.py:T"
+    assert cfg.rl.advantage == "my_pkg.adv:fn" and cfg.workflow.name == "/abs/w.py:W"

@@ -43,6 +43,8 @@ def cmd_train(args, console: Console) -> int:
         if not args.out:
             raise ConfigError("train needs --out DIR (or --resume DIR)")
         cfg = load_config(resolve_config(args.config), args.overrides)
+        from swarmrl.build import check_plugins
+        check_plugins(cfg)  # a bad plugin name fails before a model is loaded or a warm start runs
         _check_out(Path(args.out), args.overwrite)  # before a warm start that may take minutes
         if args.init and not Path(args.init).is_dir():
             raise ConfigError(f"--init {args.init}: no such model directory")

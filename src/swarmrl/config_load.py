@@ -325,10 +325,27 @@ def config_from_dict(data: dict) -> Config:
     return validate(_build(Config, data, ""))
 
 
+# Keys whose value may be a plugin spec (registry.py): `path/to/file.py:Name` or `pkg.mod:Name`.
+PLUGIN_KEYS = (("task", "name"), ("workflow", "name"), ("rl", "advantage"), ("rl", "loss"), ("rl", "aggregation"))
+
+
+def absolute_plugin_paths(data: dict, base: Path) -> dict:
+    """A file spec `examples/x.py:Name` made absolute against `base` (the working directory the
+    user typed it in), so the run's saved config finds the plugin from any directory."""
+    for section, key in PLUGIN_KEYS:
+        value = (data.get(section) or {}).get(key) if isinstance(data.get(section), dict) else None
+        if isinstance(value, str) and ":" in value:
+            file, sep, name = value.rpartition(":")
+            if file.endswith(".py") and not Path(file).expanduser().is_absolute():
+                data[section] = {**data[section], key: f"{(base / Path(file).expanduser()).resolve()}{sep}{name}"}
+    return data
+
+
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
-    """YAML file (or None for defaults) + `key=value` overrides -> validated Config."""
+    """YAML file (or None for defaults) + `key=value` overrides -> validated Config. File plugin
+    specs are resolved against the working directory (`absolute_plugin_paths`)."""
     data = read_yaml(path) if path is not None else {}
-    return config_from_dict(apply_overrides(data, list(overrides or [])))
+    return config_from_dict(absolute_plugin_paths(apply_overrides(data, list(overrides or [])), Path.cwd()))
 
 
 def read_yaml(path: str | Path) -> dict:

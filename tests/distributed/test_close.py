@@ -148,21 +148,35 @@ def test_ctrl_c_during_a_ray_run_leaves_no_ray_process(tmp_path):
 
 
 def test_a_trainer_that_fails_to_build_releases_what_it_already_holds():
-    """The task's pool exists before the estimator is looked up: an unknown estimator must not leak it."""
-    import swarmrl.rl.trainer as trainer_module
+    """The task's pool exists before the backend is made: a backend that fails must not leak it."""
+    import swarmrl.build as build_module
     made = {}
-    real = trainer_module.make_runtime
+    real = build_module.make_runtime
 
-    def spy(cfg, tokenizer):
-        made["runtime"], made["task"] = real(cfg, tokenizer)
+    def spy(cfg, tokenizer, task=None):
+        made["runtime"], made["task"] = real(cfg, tokenizer, task)
         return made["runtime"], made["task"]
-    cfg = tiny_cfg("task.name=code", "sandbox.mode=unsafe_local", "sandbox.workers=1", "rl.advantage=no_such")
+
+    def no_backend(*args):
+        raise OSError("no cluster")
+    cfg = tiny_cfg("task.name=code", "sandbox.mode=unsafe_local", "sandbox.workers=1")
     mp = pytest.MonkeyPatch()
-    mp.setattr(trainer_module, "make_runtime", spy)
+    mp.setattr(build_module, "make_runtime", spy)
+    mp.setattr(build_module, "make_backend", no_backend)
     try:
-        with pytest.warns(RuntimeWarning, match="WITHOUT isolation"), pytest.raises(KeyError, match="no_such"):
+        with pytest.warns(RuntimeWarning, match="WITHOUT isolation"), pytest.raises(OSError, match="no cluster"):
             Trainer(cfg, build_tiny_policy(cfg.model))
     finally:
         mp.undo()
     with pytest.raises(RuntimeError, match="shutdown"):
         made["task"].pool.map([{"solution": "", "entry_point": "f", "tests": []}])
+
+
+def test_an_unknown_estimator_fails_before_the_task_is_built(monkeypatch):
+    """check_plugins runs first: no sandbox pool is started for a run that cannot train."""
+    import swarmrl.build as build_module
+    from swarmrl.registry import PluginError
+    monkeypatch.setattr(build_module, "task_from_config", lambda cfg: pytest.fail("the task was built"))
+    cfg = tiny_cfg("task.name=code", "sandbox.mode=unsafe_local", "sandbox.workers=1", "rl.advantage=no_such")
+    with pytest.raises(PluginError, match="unknown advantage estimator 'no_such'"):
+        Trainer(cfg, build_tiny_policy(cfg.model))

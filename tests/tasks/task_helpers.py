@@ -30,6 +30,6 @@ class ScriptActor:
 def run_one(task, problem, script: dict, time_limit: float = 1e9):
     """One rollout of `problem` with the CEO (and any hires) replying from `script`."""
     rt = Runtime(task, TOK, LAT, RuntimeLimits(max_new_tokens_per_turn=2048, max_context_tokens=16384))
-    r = rt.new_rollout(0, 0, problem, time_limit, max_experts=2)
+    r = rt.new_rollout(0, 0, problem, time_limit, cap=2)
     rt.run([r], ScriptActor(script), seed=0)
     return r

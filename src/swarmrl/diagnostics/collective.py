@@ -151,7 +151,7 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
     n = len(rollouts)
     c = lambda key: _mean([r.counters[key] for r in rollouts])  # noqa: E731
     useful = [sum(1 for t in r.solved.values() if t <= r.time_limit) for r in rollouts]
-    team = [r.org.peak_size for r in rollouts]
+    team = [r.scenario.team_size(r) for r in rollouts]
     by_experts = sum(1 for r in rollouts for it, who in r.solved_by.items()
                      if who != "ceo" and r.solved[it] <= r.time_limit)
     # Only submissions that decided their item were graded (collective/grading.py).
@@ -180,7 +180,8 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
         "generated_tokens_per_rollout": _mean(gen),
         "solved_rate": _mean([r.end_reason == "solved" for r in rollouts]),
     }
-    for role in ("ceo", "expert"):
+    roles = list(dict.fromkeys(role for r in rollouts for role in r.scenario.role_types()))  # in scenario order
+    for role in roles:
         turns = [t for r in rollouts for t in r.turns if t.role == role]
         m[f"role/{role}/turns_per_rollout"] = len(turns) / max(n, 1)
         m[f"role/{role}/tokens_per_turn"] = _mean([t.generated_tokens for t in turns])
@@ -203,5 +204,5 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
 
 
 def team_size_histogram(rollouts: list[Rollout], max_size: int) -> list[float]:
-    counts = np.bincount([r.org.peak_size for r in rollouts], minlength=max_size + 1)
+    counts = np.bincount([r.scenario.team_size(r) for r in rollouts], minlength=max_size + 1)
     return (counts / max(len(rollouts), 1)).tolist()

@@ -35,7 +35,7 @@ Handler = Callable[[Any, "Rollout", "Agent", "Action", float], "str | None"]
 CORE_ACTIONS = ("submit", "take", "msg", "post", "read", "wait", "done")
 
 # Methods the registry checks a scenario class for (the protocol).
-SCENARIO_METHODS = ("role_types", "multiplicity", "max_team_size", "team_cap", "staff", "header", "actions",
+SCENARIO_METHODS = ("role_types", "multiplicity", "max_team_size", "team_size", "team_cap", "staff", "header", "actions",
                     "handlers", "refusal", "is_teammate", "submits", "expects", "agent_finished", "demo_count",
                     "demo_key", "demonstrations")
 
@@ -64,6 +64,10 @@ class Scenario:
     def max_team_size(self) -> int:
         """The largest team a rollout can have (evaluation and scaling refuse more)."""
         return sum(self.multiplicity().values()) or 1
+
+    def team_size(self, r: "Rollout") -> int:
+        """The rollout's team size for the metrics: every agent it staffed."""
+        return len(r.agents)
 
     def team_cap(self, requested: int | None) -> int:
         """Experts the rollout's org may hire, given a requested cap (None: the scenario's default)."""

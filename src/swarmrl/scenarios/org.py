@@ -39,6 +39,9 @@ class OrgScenario(Scenario):
     def max_team_size(self) -> int:
         return self.max_experts + 1
 
+    def team_size(self, r) -> int:
+        return r.org.peak_size  # the most agents active at once (hires minus fires), the CEO included
+
     def team_cap(self, requested: int | None) -> int:
         return self.max_experts if requested is None else requested
 
