@@ -1,0 +1,52 @@
+"""Compare two runs' metrics.jsonl value by value, leaving out wall-clock keys.
+
+Used to check that a refactor leaves training unchanged: train the same config from the same
+initial model on the same machine and thread count, before and after, then
+
+    python benchmarks/compare_runs.py RUN_BEFORE RUN_AFTER
+
+Exit 0 when every non-wall-clock value is identical (exact equality: same machine, same
+threads), 1 otherwise, listing the first differences.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+WALL_CLOCK = {"rollout_s", "step_s", "tokens_per_s", "eval_s"}
+
+
+def load(run: str) -> list[dict]:
+    return [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def compare(a: list[dict], b: list[dict]) -> tuple[int, list[tuple]]:
+    """(values compared, differences as (step, key, before, after))."""
+    compared, diffs = 0, []
+    if len(a) != len(b):
+        diffs.append(("-", "steps", len(a), len(b)))
+    for x, y in zip(a, b):
+        for k in sorted(set(x) | set(y)):
+            if k in WALL_CLOCK:
+                continue
+            compared += 1
+            if x.get(k) != y.get(k):
+                diffs.append((x.get("step"), k, x.get(k), y.get(k)))
+    return compared, diffs
+
+
+def main() -> int:
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    compared, diffs = compare(load(sys.argv[1]), load(sys.argv[2]))
+    print(f"compared {compared} values; {len(diffs)} differ")
+    for d in diffs[:20]:
+        print("  step {}: {} {!r} -> {!r}".format(*d))
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
