@@ -20,6 +20,7 @@ from swarmrl.diagnostics.detectors import Detectors
 from swarmrl.distributed import make_backend
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
+from swarmrl.policy import sharing
 from swarmrl.policy.sharing import PolicySet
 from swarmrl.rl.advantages import get_advantage
 from swarmrl.rl.aggregation import AGGREGATIONS
@@ -66,9 +67,9 @@ def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
     caller's stream) so that the same config gives the same adapters in any process."""
     with torch.random.fork_rng():
         torch.manual_seed(cfg.seed)
-        return PolicySet(policy, cfg.policy.sharing, make_scenario(cfg).role_types(), lora_rank=cfg.policy.lora_rank,
-                         lora_alpha=cfg.policy.lora_alpha, lora_targets=cfg.policy.lora_targets,
-                         temperature=cfg.sampler.temperature)
+        return sharing.make_policy_set(policy, cfg.policy.sharing, make_scenario(cfg).role_types(),
+                                       lora_rank=cfg.policy.lora_rank, lora_alpha=cfg.policy.lora_alpha,
+                                       lora_targets=cfg.policy.lora_targets, temperature=cfg.sampler.temperature)
 
 
 def rollout_parts(cfg: Config, policy: Policy) -> tuple[Runtime, PolicySet]:
