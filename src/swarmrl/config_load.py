@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.resources
 import math
 import typing
 from pathlib import Path
@@ -19,7 +20,13 @@ import yaml
 
 from swarmrl.config_schema import Config, ConfigError
 
-REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+def _packaged_configs() -> Path:
+    """The presets shipped inside the package (swarmrl/configs/, package data in the wheel; the
+    repository's top-level configs/ is a symlink to it)."""
+    return Path(str(importlib.resources.files("swarmrl") / "configs"))
+
+
+REPO_CONFIGS = _packaged_configs()  # kept under its old name: the packaged presets directory
 DEMO_CONFIG = "rlcr_arith.yaml"
 
 
@@ -29,17 +36,30 @@ def suggest(key: str, options: list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def packaged_config_names() -> list[str]:
+    """The presets `resolve_config` finds by name: paths under swarmrl/configs/ without `.yaml`
+    (`rlcr_arith`, `experiments/latency_shaping`, ...)."""
+    return sorted(p.relative_to(REPO_CONFIGS).with_suffix("").as_posix() for p in REPO_CONFIGS.rglob("*.yaml"))
+
+
 def resolve_config(name: str | None) -> Path | None:
-    """A path, or a preset name looked up in the repository's configs/ directory."""
+    """A path that exists, else a preset shipped with the package: `rlcr_arith`, `rlcr_arith.yaml`,
+    `experiments/latency_shaping` (a leading `configs/` is accepted too, as the repository's
+    README spells them). Neither: a ConfigError listing the presets."""
     if name is None:
         return None
     p = Path(name)
     if p.exists():
         return p
-    for cand in (REPO_CONFIGS / name, REPO_CONFIGS / f"{name}.yaml"):
-        if cand.exists():
-            return cand
-    raise ConfigError(f"config not found: {name} (looked in . and {REPO_CONFIGS})")
+    rel = p.as_posix()
+    if rel.startswith("configs/"):
+        rel = rel[len("configs/"):]
+    if not p.is_absolute() and ".." not in Path(rel).parts:
+        for cand in (REPO_CONFIGS / rel, REPO_CONFIGS / f"{rel}.yaml"):
+            if cand.is_file():
+                return cand
+    raise ConfigError(f"config not found: {name} (not a file here, nor a packaged preset; presets: "
+                      f"{', '.join(packaged_config_names())})")
 
 
 def _coerce(path: str, value: Any, typ: Any) -> Any:
