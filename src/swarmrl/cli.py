@@ -1,10 +1,13 @@
-"""`swarmrl` command line: pretrain, train, eval, scale, experiment, demo, report."""
+"""`swarmrl` command line: pretrain, train, eval, scale, experiment, sweep, demo, report.
+
+A thin layer over the Python API (swarmrl/api.py): each command parses its flags, calls one
+API function (or one library function: demo, experiment, sweep, report) and prints.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -14,88 +17,50 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from swarmrl import __version__, api
 from swarmrl.config import Config, ConfigError, load_config
 from swarmrl.config_load import DEMO_CONFIG, read_yaml, resolve_config
 
 
 def _policy_init(cfg: Config, log) -> Path:
-    from swarmrl.policy.warmstart import warm_start
-    return Path(cfg.model.name_or_path) if cfg.model.name_or_path else warm_start(cfg, log=log)
+    from swarmrl.api import _policy_init
+    return _policy_init(cfg, log)
 
 
 def cmd_pretrain(args, console: Console) -> int:
-    from swarmrl.policy.warmstart import warm_start
-    cfg = load_config(resolve_config(args.config), args.overrides)
-    path = warm_start(cfg, log=console.print, force=args.force)
+    path = api.pretrain(args.config, args.overrides, force=args.force, log=console.print)
     console.print(f"warm-started policy: {path}")
     return 0
 
 
 def cmd_train(args, console: Console) -> int:
-    from swarmrl.rl.loop import train
     if args.resume:
         if args.config or args.out or args.init or args.overwrite:
             raise ConfigError("--resume DIR continues that run with its own config.yaml: "
                               "drop CONFIG, --out, --init and --overwrite")
         # Only the keys of rl/loop.py RESUME_OVERRIDABLE may change: e.g. resume a Ray run locally.
-        run = train(Config(), Path(args.resume), resume=True, log=console.print, resume_overrides=args.overrides)
+        run = api.resume(args.resume, args.overrides, log=console.print)
     else:
         if not args.out:
             raise ConfigError("train needs --out DIR (or --resume DIR)")
-        cfg = load_config(resolve_config(args.config), args.overrides)
-        from swarmrl.build import check_plugins
-        check_plugins(cfg)  # a bad plugin name fails before a model is loaded or a warm start runs
-        _check_out(Path(args.out), args.overwrite)  # before a warm start that may take minutes
-        if args.init and not Path(args.init).is_dir():
-            raise ConfigError(f"--init {args.init}: no such model directory")
-        init = Path(args.init) if args.init else _policy_init(cfg, console.print)
-        run = train(cfg, Path(args.out), init_policy=init, log=console.print, overwrite=args.overwrite)
+        run = api.train(args.config, args.out, args.overrides, init=args.init or None, overwrite=args.overwrite,
+                        log=console.print)
     console.print(f"run: {run.path}  (metrics.jsonl, samples/, checkpoints/, plots/)")
     return 0
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    """The checks RunDir.create makes, made early so that a bad --out costs nothing."""
-    from swarmrl.runs.rundir import METRICS
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: exists and is not a directory")
-    if (out / METRICS).exists() and not overwrite:
-        raise FileExistsError(f"{out} already contains a run ({METRICS}); use --resume {out} to continue it, "
-                              "or --overwrite to start over")
-
-
 def _check_eval_args(args) -> None:
     """Flags of eval/scale: a zero or negative count would silently mean 'the config's default'."""
-    if not Path(args.checkpoint).exists():
-        raise ConfigError(f"{args.checkpoint}: no such run, checkpoint or model directory")
-    if args.problems is not None and args.problems < 1:
-        raise ConfigError(f"--problems must be >= 1, got {args.problems}")
-    if getattr(args, "team_size", None) is not None and args.team_size < 1:
-        raise ConfigError(f"--team-size must be >= 1 (the CEO counts), got {args.team_size}")
-    limit = getattr(args, "time_limit", None)
-    if limit is not None and not (math.isfinite(limit) and limit > 0):
-        raise ConfigError(f"--time-limit must be > 0 seconds, got {limit:g}")
+    api.check_eval_inputs(args.checkpoint, args.problems, getattr(args, "team_size", None),
+                          getattr(args, "time_limit", None))
     if getattr(args, "json", None) and not Path(args.json).resolve().parent.is_dir():
         raise ConfigError(f"--json {args.json}: the directory {Path(args.json).resolve().parent} does not exist")
 
 
 def cmd_eval(args, console: Console) -> int:
-    from swarmrl.config import config_from_dict
-    from swarmrl.rl.evaluate import evaluate
-    from swarmrl.rl.loop import load_trained_policy
-    import torch
     _check_eval_args(args)
-    policy, run_cfg = load_trained_policy(Path(args.checkpoint))
-    if args.config:
-        cfg = load_config(resolve_config(args.config), args.overrides)
-    else:
-        cfg = config_from_dict(run_cfg) if run_cfg else load_config(None, [])
-        if args.overrides:
-            from swarmrl.config import apply_overrides
-            cfg = config_from_dict(apply_overrides(cfg.to_dict(), args.overrides))
-    torch.set_num_threads(cfg.run.threads)
-    m = evaluate(cfg, policy, time_limit=args.time_limit, team_size=args.team_size,
-                 problems=args.problems, greedy=args.greedy)
+    m = api.evaluate(args.checkpoint, args.overrides, time_limit=args.time_limit, team_size=args.team_size,
+                     problems=args.problems, greedy=args.greedy, config=args.config or None)
     _print_eval(console, m)
     if args.json:
         Path(args.json).write_text(json.dumps(m, indent=2))
@@ -164,50 +129,21 @@ def _floats(text: str) -> list[float]:
 
 def cmd_scale(args, console: Console) -> int:
     """Score vs latency budget per team size (the collective test-time scaling table)."""
-    import torch
-    from swarmrl.config import apply_overrides, config_from_dict
-    from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
-    from swarmrl.rl.loop import load_trained_policy
-    from swarmrl.scaling.scale import ScaleSpec, check_same_task, check_spec, run_scaling, summarize, write_table
     _check_eval_args(args)
-    if args.config:
-        cfg = load_config(resolve_config(args.config), args.overrides)
-    else:
-        run_cfg = _run_config(Path(args.checkpoint))
-        if run_cfg is None:
-            raise ConfigError(f"{args.checkpoint} has no run config: pass --config")
-        cfg = config_from_dict(apply_overrides(run_cfg, args.overrides))
-    spec = ScaleSpec(team_sizes=[int(x) for x in _floats(args.team_sizes)], problems=args.problems or cfg.eval.problems,
-                     prestaffed=args.prestaffed,
-                     time_limits_s=_floats(args.time_limits) if args.time_limits else ScaleSpec().time_limits_s)
-    check_spec(cfg, spec)  # bad input fails before the model loads
-    policy, run_cfg = load_trained_policy(Path(args.checkpoint))
-    check_same_task(run_cfg, cfg)
-    torch.set_num_threads(cfg.run.threads)
-    rows = run_scaling(cfg, policy, spec, log=console.print)
-    summary = summarize(rows)
-    out = Path(args.out)
-    paths = write_table(rows, summary, out)
-    paths += [plot_score_vs_latency(rows, out / "score_vs_latency.png",
-                                    marks_s={"tight": cfg.time_limit.start, "loose": cfg.time_limit.end}),
-              plot_tokens_vs_latency(rows, out / "tokens_vs_latency.png")]
+    res = api.scale(args.checkpoint, team_sizes=[int(x) for x in _floats(args.team_sizes)],
+                    time_limits_s=_floats(args.time_limits) if args.time_limits else None, problems=args.problems,
+                    prestaffed=args.prestaffed, out=args.out, config=args.config or None, overrides=args.overrides,
+                    log=console.print)
+    summary = res.summary
     t = Table(title=f"time to the single agent's best score ({summary.get('single_agent_best_score')})")
     for col in ("team size", "time-to-score (s)", "tokens then", "best score"):
         t.add_column(col)
     for k, v in summary["by_team_size"].items():
         t.add_row(k, str(v["time_to_single_agent_score_s"]), f"{v['tokens_at_that_limit'] or 0:.0f}", f"{v['best_score']:.3f}")
     console.print(t)
-    for p in paths:
+    for p in res.paths:
         console.print(str(p))
     return 0
-
-
-def _run_config(path: Path) -> dict | None:
-    """The resolved config of a run dir or of a checkpoint inside one (None for a bare model dir)."""
-    for cand in (path / "config.yaml", path.parent.parent / "config.yaml"):
-        if cand.exists() and (cand.parent / "model").exists():
-            return yaml.safe_load(cand.read_text())
-    return None
 
 
 def cmd_experiment(args, console: Console) -> int:
@@ -235,6 +171,7 @@ def cmd_sweep(args, console: Console) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="swarmrl", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"swarmrl {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pretrain", help="warm-start the tiny model on scripted demonstrations (cached)")
     p.add_argument("config", nargs="?", default=DEMO_CONFIG)
