@@ -57,7 +57,8 @@ def main() -> None:
     cfg = load_config(resolve_config(DEMO_CONFIG), base)
     init = Path(args.init) if args.init else None
     if init is None:
-        cached = sorted(Path(cfg.warmstart.cache_dir).glob("warmstart-*"))
+        from swarmrl.paths import cache_dir
+        cached = sorted(cache_dir(cfg.warmstart.cache_dir, create=False).glob("warmstart-*"))
         init = cached[-1] if cached else None
     policy_fn = (lambda: load_policy(init, cfg.model.dtype)) if init else (lambda: build_tiny_policy(cfg.model))
 

@@ -57,6 +57,19 @@ def pytest_report_header(config) -> str:
     return f"torch threads: {config._swarmrl_threads} (SWARMRL_TEST_THREADS={os.environ.get('SWARMRL_TEST_THREADS', 'unset')})"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cache_dir(tmp_path_factory):
+    """The warm-start cache (paths.py) in a per-session tmp dir, never the user's ~/.cache, unless
+    SWARMRL_CACHE_DIR is set already (CI may set it to keep warm starts between runs)."""
+    if os.environ.get("SWARMRL_CACHE_DIR", "").strip():
+        yield
+        return
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SWARMRL_CACHE_DIR", str(tmp_path_factory.mktemp("swarmrl-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads(request):
     torch.set_num_threads(request.config._swarmrl_threads)

@@ -238,8 +238,11 @@ class WarmStartConfig:
     """AdamW learning rate for supervised warm start."""
     batch_sequences: int = 32
     """Agent trajectories per supervised batch."""
-    cache_dir: str = ".cache/swarmrl"
-    """Where warm-started models are cached, keyed by a hash of their inputs."""
+    cache_dir: str = ""
+    """Where warm-started models are cached, keyed by a hash of their inputs. Empty: the user's
+    cache directory, `$SWARMRL_CACHE_DIR`, else `$XDG_CACHE_HOME/swarmrl`, else `~/.cache/swarmrl`
+    (macOS `~/Library/Caches/swarmrl`, Windows `%LOCALAPPDATA%\\swarmrl\\Cache`); never the
+    working directory (paths.py). It must be writable."""
     seed: int = 12345
     """Seed of the demonstration problems (disjoint from training and eval streams)."""
 

@@ -10,8 +10,9 @@ the policy will see during RL.
 The scenario decides which rollouts are demonstrated (scenarios/: `demonstrations`), the task
 plays them (`Task.scripts()`); a task without scripts starts from a model instead.
 
-The result is cached under `warmstart.cache_dir`, keyed by a content hash of everything
-that determines it (config sections and the source of the code that produces the data).
+The result is cached under `warmstart.cache_dir` (default: the user's cache directory,
+paths.py), keyed by a content hash of everything that determines it (config sections and the
+source of the code that produces the data).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from swarmrl.build import check_plugins, make_runtime
 from swarmrl.collective import handlers as handlers_module
 from swarmrl.collective import runtime as runtime_module
 from swarmrl.config import Config, ConfigError
+from swarmrl.paths import cache_dir
 from swarmrl.policy import model as model_module
 from swarmrl.policy import tokenizer as tokenizer_module
 from swarmrl.policy.model import Policy, build_tiny_policy, save_policy
@@ -140,7 +142,7 @@ def check_warm_start(cfg: Config) -> None:
 def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     """Return the directory of the warm-started policy, training it if not cached."""
     check_warm_start(cfg)
-    out = Path(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"
+    out = cache_dir(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"  # ConfigError if unwritable
     if (out / "warmstart.json").exists() and not force:
         log(f"warm start: cached at {out}")
         return out
