@@ -375,3 +375,11 @@ def test_other_yaml_inputs_name_the_file(argv, tmp_path, capsys, monkeypatch):
     assert main([*argv, "--out", "o"]) == 2
     assert output(capsys).startswith("error: malformed.yaml: invalid YAML at line 2")
     assert not (tmp_path / "o").exists()
+
+
+def test_version_flag(capsys):
+    import swarmrl
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert output(capsys).strip() == f"swarmrl {swarmrl.__version__}" == "swarmrl 0.1.0"

@@ -31,7 +31,6 @@ Building blocks (extend swarmrl with your own; see docs/ARCHITECTURE.md):
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _FALLBACK_VERSION = "0.1.0"  # pyproject.toml's version, for a source tree that is not installed
 
@@ -46,8 +45,6 @@ def _version() -> str:
     except PackageNotFoundError:
         return _FALLBACK_VERSION
 
-
-__version__: str = _version()
 
 # name -> (module, attribute): imported on first access (PEP 562 module __getattr__).
 _LAZY: dict[str, tuple[str, str]] = {
@@ -107,7 +104,7 @@ VALUE_DOCS: dict[str, str] = {
 __all__ = ["__version__", *_LAZY]
 
 
-def _own_doc(obj: Any) -> str:
+def _own_doc(obj: object) -> str:
     """The docstring an object defines itself ('' for none or a dataclass's generated signature)."""
     doc = obj.__dict__.get("__doc__") if isinstance(obj, type) else getattr(obj, "__doc__", None)
     doc = (doc or "").strip()
@@ -116,8 +113,12 @@ def _own_doc(obj: Any) -> str:
     return doc
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name on first access (keeps `import swarmrl` free of torch)."""
+def __getattr__(name: str) -> object:
+    """Import a public name on first access (keeps `import swarmrl` free of torch). `__version__`
+    is read on first access too: importlib.metadata alone would double the import time."""
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
     try:
         module, attr = _LAZY[name]
     except KeyError:
