@@ -15,7 +15,8 @@ import pytest
 
 pytest.importorskip("mkdocs", reason="mkdocs is not installed (scripts/setup.sh installs docs/requirements.txt)")
 pytest.importorskip("material", reason="mkdocs-material is not installed (docs/requirements.txt)")
-pytest.importorskip("mkdocstrings_handlers.python", reason="mkdocstrings-python is not installed (docs/requirements.txt)")
+pytest.importorskip("mkdocstrings_handlers.python",
+                    reason="mkdocstrings-python is not installed (docs/requirements.txt)")
 
 from swarmrl.config import Config  # noqa: E402
 
@@ -78,5 +79,6 @@ def test_architecture_is_included_and_site_is_offline(site):
     assert "Add a scenario" in _page(site, "extending")
     external = []
     for page in site.rglob("*.html"):
-        external += re.findall(r'<(?:script|link)[^>]*(?:src|href)="(?:https?:)?//[^"]*"', page.read_text(encoding="utf-8"))
+        text = page.read_text(encoding="utf-8")
+        external += re.findall(r'<(?:script|link)[^>]*(?:src|href)="(?:https?:)?//[^"]*"', text)
     assert not external, f"pages load external resources: {external[:5]}"

@@ -9,7 +9,8 @@ Markers in a page's Markdown are replaced before it is converted:
   them at run time, so they are read from the source with `ast`.
 - `<!-- swarmrl:include docs/ARCHITECTURE.md -->`: that file, whole;
   `<!-- swarmrl:include docs/ARCHITECTURE.md#6. -->`: only its `##` section whose title starts
-  with `6.` (up to the next `##` heading).
+  with `6.` (up to the next `##` heading); a trailing ` shift=1` moves its headings one level
+  down (`##` -> `###`), so that it nests under the including page's own sections.
 - `<!-- swarmrl:api-optional swarmrl.api -->`: an API block (`::: swarmrl.api`) if that module's
   source exists when the site is built, else nothing.
 
@@ -25,7 +26,6 @@ import inspect
 import logging
 import re
 import sys
-import typing
 from pathlib import Path
 
 log = logging.getLogger("mkdocs.hooks.swarmrl_docs")
@@ -34,16 +34,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 
 CONFIG_MARKER = "<!-- swarmrl:config-reference -->"
-INCLUDE_RE = re.compile(r"<!-- swarmrl:include (?P<path>[^#\s]+)(?:#(?P<section>\S+))? -->")
+INCLUDE_RE = re.compile(r"<!-- swarmrl:include (?P<path>[^#\s]+)(?:#(?P<section>\S+))?(?: shift=(?P<shift>\d))? -->")
 API_RE = re.compile(r"<!-- swarmrl:api-optional (?P<module>[\w.]+) -->")
 
 
 def _import_config():
-    try:
-        import swarmrl.config as config
-    except ImportError:  # not installed: use the source tree
+    """`swarmrl.config` of this checkout (src/ first on the path), installed or not."""
+    if str(SRC) not in sys.path:
         sys.path.insert(0, str(SRC))
-        import swarmrl.config as config
+    import swarmrl.config as config
     return config
 
 
@@ -152,17 +151,38 @@ def config_reference_markdown() -> tuple[str, list[str]]:
 
 
 # ---------------------------------------------------------------------------- includes
-def include_markdown(path: str, section: str | None) -> str:
+def _shift_headings(text: str, shift: int) -> str:
+    """Demote every Markdown heading by `shift` levels, leaving fenced code (`# comments`) alone."""
+    out, fence = [], None
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            marker = stripped[:3]
+            fence = None if fence == marker else (fence or marker)
+        elif fence is None and re.match(r"#{1,6} ", line):
+            line = "#" * shift + line
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def include_markdown(path: str, section: str | None, shift: int = 0) -> str:
     text = (ROOT / path).read_text(encoding="utf-8")
-    if not section:
-        return text
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("## ") and line[3:].startswith(section)), None)
-    if start is None:
-        raise LookupError(f"{path}: no '## {section}...' section")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    # `##` lines inside fenced code are not headings; the sections of ARCHITECTURE.md have none
-    return "\n".join(lines[start:end]) + "\n"
+    if section:
+        lines = text.splitlines()
+        start = next((i for i, line in enumerate(lines)
+                      if line.startswith("## ") and line[3:].startswith(section)), None)
+        if start is None:
+            raise LookupError(f"{path}: no '## {section}...' section")
+        # the section ends at the next `##` heading outside fenced code
+        end, fence = len(lines), False
+        for i in range(start + 1, len(lines)):
+            if lines[i].lstrip().startswith(("```", "~~~")):
+                fence = not fence
+            elif not fence and lines[i].startswith("## "):
+                end = i
+                break
+        text = "\n".join(lines[start:end]) + "\n"
+    return _shift_headings(text, shift) if shift else text
 
 
 def api_block(module: str) -> str:
@@ -180,7 +200,8 @@ def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
         for name in missing:
             log.warning("config field '%s' has no docstring (write one right after the field)", name)
         markdown = markdown.replace(CONFIG_MARKER, reference)
-    markdown = INCLUDE_RE.sub(lambda m: include_markdown(m["path"], m["section"]), markdown)
+    markdown = INCLUDE_RE.sub(lambda m: include_markdown(m["path"], m["section"], int(m["shift"] or 0)),
+                          markdown)
     markdown = API_RE.sub(lambda m: api_block(m["module"]), markdown)
     return markdown
 
