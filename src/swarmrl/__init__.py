@@ -76,18 +76,6 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 # Documentation for exported classes whose own definition carries none (a dataclass's
 # generated signature is not documentation). Applied on first access, only where missing.
-_CLASS_DOCS: dict[str, str] = {
-    "Config": "The whole run configuration: one typed section per concern (task, workflow, model, sampler, "
-              "time_limit, rl, warmstart, run, eval, ...); built and validated by `load_config`.",
-    "GraphScenario": "A scenario defined by a role graph (`Workflow`): fixed roles that pass outputs along "
-                     "their edges (the presets voting, eval_opt, orch_workers).",
-    "OrgScenario": "RLCR's organisation (`workflow.name=org`): a CEO alone at t = 0 who may hire and fire up to "
-                   "`workflow.max_experts` experts, create channels and brief hires; every agent may submit.",
-    "Workflow": "A named role graph: the roles (`RoleSpec`) of a graph scenario and who feeds whom.",
-    "RoleSpec": "One role of a `Workflow`: its name, how many agents play it, whose outputs it receives, "
-                "whether its submissions are graded, and what it is expected to produce.",
-}
-
 # What the exported values (not classes or functions) are; they cannot carry a docstring.
 VALUE_DOCS: dict[str, str] = {
     "__version__": "The installed package's version string (pyproject.toml's when not installed).",
@@ -104,15 +92,6 @@ VALUE_DOCS: dict[str, str] = {
 __all__ = ["__version__", *_LAZY]
 
 
-def _own_doc(obj: object) -> str:
-    """The docstring an object defines itself ('' for none or a dataclass's generated signature)."""
-    doc = obj.__dict__.get("__doc__") if isinstance(obj, type) else getattr(obj, "__doc__", None)
-    doc = (doc or "").strip()
-    if isinstance(obj, type) and doc.startswith(f"{obj.__name__}("):
-        return ""
-    return doc
-
-
 def __getattr__(name: str) -> object:
     """Import a public name on first access (keeps `import swarmrl` free of torch). `__version__`
     is read on first access too: importlib.metadata alone would double the import time."""
@@ -124,8 +103,6 @@ def __getattr__(name: str) -> object:
     except KeyError:
         raise AttributeError(f"module 'swarmrl' has no attribute {name!r}") from None
     obj = getattr(importlib.import_module(module), attr)
-    if name in _CLASS_DOCS and not _own_doc(obj):
-        obj.__doc__ = _CLASS_DOCS[name]
     globals()[name] = obj  # later accesses skip this function
     return obj
 

@@ -326,6 +326,9 @@ class DistributedConfig:
 
 @dataclass
 class Config:
+    """The whole run configuration: one typed section per concern (task, workflow, model, sampler,
+    time_limit, rl, warmstart, run, eval, ...); built and validated by `load_config`."""
+
     seed: int = 0
     """Seed of training problems and sampling."""
     task: TaskConfig = field(default_factory=TaskConfig)

@@ -23,6 +23,9 @@ _ROLE_ACTIONS = {"verdict": ("verdict",), "plan": ("assign",)}  # expects -> act
 
 
 class GraphScenario(Scenario):
+    """A scenario defined by a role graph (`Workflow`): fixed roles, all staffed at t = 0, that
+    pass outputs along their edges (the presets voting, eval_opt, orch_workers, or your own)."""
+
     hires = False
     demo_set = "workflows"
 

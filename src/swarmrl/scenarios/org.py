@@ -22,6 +22,9 @@ CEO_ONLY = {"hire": "error: only the CEO can hire", "fire": "error: only the CEO
 
 
 class OrgScenario(Scenario):
+    """RLCR's organisation (`workflow.name=org`): a CEO alone at t = 0 who may hire and fire up to
+    `max_experts` experts, create channels and brief hires; every agent may submit."""
+
     name = "org"
     hires = True
     demo_set = "org"

@@ -34,6 +34,9 @@ class WorkflowError(ConfigError):
 
 @dataclass(frozen=True)
 class RoleSpec:
+    """One role of a `Workflow`: its name, how many agents play it, whose outputs it receives,
+    whether its submissions are graded, and what it is expected to produce."""
+
     name: str  # role type; agents are named `name` (count 1) or `name-1..n`
     count: int = 1  # multiplicity
     inputs: tuple[str, ...] = ()  # role types whose outputs this role receives
@@ -46,6 +49,8 @@ class RoleSpec:
 
 @dataclass(frozen=True)
 class Workflow:
+    """A named role graph: the roles (`RoleSpec`) of a graph scenario and who feeds whom."""
+
     name: str
     roles: tuple[RoleSpec, ...]
 
