@@ -19,3 +19,5 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${SWARMRL_TORCH:-2.13.0}"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+# The documentation site (mkdocs.yml) is built by the tests (tests/test_docs.py), so it cannot rot.
+.venv/bin/python -m pip install -q --disable-pip-version-check -r docs/requirements.txt

@@ -8,7 +8,7 @@ import pytest
 
 from swarmrl.config import Config, ConfigError, apply_overrides, load_config
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "src" / "swarmrl" / "configs"
 
 
 def test_defaults_load_without_a_file():
