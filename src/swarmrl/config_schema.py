@@ -214,6 +214,13 @@ class RLConfig:
     """Global gradient-norm clip."""
     micro_batch_tokens: int = 16384
     """Padded tokens per forward/backward micro-batch (bounds memory; does not change the math)."""
+    logprob_chunk_tokens: int = 0
+    """Learner log-probs over at most this many (sequence, position) pairs at a time, each
+    chunk's output head and log-softmax recomputed in the backward, so no [batch, length,
+    vocabulary] logits tensor ever exists (rl/batch.py `token_logprobs`). 0 = the full logits at
+    once. At a 151,936-token vocabulary the full logits cost ~2.5 GB per 1,024 tokens in float32,
+    several times over in the backward: set e.g. 1024 for real models. Same math up to float
+    rounding (last bits), so 0 stays the default for bit-identical tiny-model runs."""
     minibatches_per_step: int = 1
     """Optimizer updates per step; >1 makes the PPO ratio differ from 1 after the first."""
     aggregation: str = "token_mean"

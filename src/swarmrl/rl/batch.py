@@ -68,15 +68,29 @@ def pad(seqs: list[TrainSeq], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = True, *,
-                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   temperature: float = 1.0, chunk_tokens: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p_T(ids[:, t] | ids[:, <t]) for every position; position 0 gets 0.  ids, attn: [B, T].
 
     p_T = softmax(logits / temperature), the distribution the sampler draws from
     (policy/sampler.py `sample_tokens` divides the same float32 logits the same way), so the
     PPO ratio is exactly 1 on the policy that sampled. The entropy is that of p_T too.
+
+    `chunk_tokens` (rl.logprob_chunk_tokens): 0 = one forward to full logits, [B, T-1, V] in
+    float32 (log-softmax and its gradient double that). > 0 = run the model body once, then the
+    output head, log-softmax, gather and entropy over at most `chunk_tokens` (row, position)
+    pairs at a time, each chunk under activation checkpointing, so neither the forward nor the
+    backward ever holds more than [chunk_tokens, V] of logits; the hidden states are all that
+    autograd keeps. Same numbers up to float rounding (tests/rl/test_logprob_chunks.py).
+    Models whose head is not a plain `get_output_embeddings()` module (no such method, or logit
+    soft-capping / scaling in their forward) take the unchunked path.
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 (got {temperature})")
+    if chunk_tokens < 0:
+        raise ValueError(f"chunk_tokens must be >= 0 (got {chunk_tokens})")
+    parts = _body_and_head(model) if chunk_tokens > 0 and ids.shape[1] > 1 else None
+    if parts is not None:
+        return _chunked_logprobs(*parts, ids, attn, with_entropy, temperature, chunk_tokens)
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()  # [B, T-1, V]
     if temperature != 1.0:
         logits = logits / temperature  # [B, T-1, V]
@@ -88,4 +102,64 @@ def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: b
         with torch.no_grad():
             e = -(logp_all.exp() * logp_all).sum(-1)  # [B, T-1]
             ent = torch.cat([torch.zeros_like(e[:, :1]), e], dim=1)  # [B, T]
+    return logp, ent
+
+
+# Config attributes under which a model's forward changes the logits after the head.
+_HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "output_multiplier_scale", "logits_scaling")
+
+
+def _body_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """(the decoder body returning last_hidden_state, the output head) of an HF causal LM, a
+    PEFT wrapper of one included (LoRA layers live inside those modules, so the active or
+    disabled adapter applies as in `model(...)`); None where that split is not known exact."""
+    lm = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT -> HF model
+    get_head = getattr(lm, "get_output_embeddings", None)
+    prefix = getattr(lm, "base_model_prefix", "")
+    if get_head is None or not prefix or not hasattr(lm, prefix):
+        return None
+    head = get_head()
+    body = getattr(lm, prefix)
+    config = getattr(lm, "config", None)
+    if head is None or body is lm or any(getattr(config, a, None) for a in _HEAD_EXTRAS):
+        return None
+    return body, head
+
+
+def _head_logprobs(head: torch.nn.Module, h: torch.Tensor, target: torch.Tensor, temperature: float,
+                   with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk: h [N, H], target [N] -> (log p_T of target [N], entropy of p_T [N] or empty)."""
+    logits = head(h).float()  # [N, V]
+    if temperature != 1.0:
+        logits = logits / temperature  # [N, V]
+    logp_all = torch.log_softmax(logits, dim=-1)  # [N, V]
+    picked = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # [N]
+    if not with_entropy:
+        return picked, picked.new_zeros(0)
+    with torch.no_grad():
+        e = -(logp_all.exp() * logp_all).sum(-1)  # [N]
+    return picked, e
+
+
+def _chunked_logprobs(body, head, ids, attn, with_entropy: bool, temperature: float,
+                      chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    from torch.utils.checkpoint import checkpoint
+
+    b, t = ids.shape
+    hidden = body(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state[:, :-1]  # [B, T-1, H]
+    h = hidden.reshape(b * (t - 1), hidden.shape[-1])  # [N, H], N = B (T-1)
+    target = ids[:, 1:].reshape(-1)  # [N]
+    recompute = torch.is_grad_enabled() and h.requires_grad
+    picked, ents = [], []
+    for s in range(0, h.shape[0], chunk_tokens):
+        args = (head, h[s:s + chunk_tokens], target[s:s + chunk_tokens], temperature, with_entropy)
+        p, e = checkpoint(_head_logprobs, *args, use_reentrant=False) if recompute else _head_logprobs(*args)
+        picked.append(p)
+        ents.append(e)
+    p = torch.cat(picked).reshape(b, t - 1)  # [B, T-1]
+    logp = torch.cat([torch.zeros_like(p[:, :1]), p], dim=1)  # [B, T]
+    ent = None
+    if with_entropy:
+        e = torch.cat(ents).reshape(b, t - 1).detach()  # [B, T-1]
+        ent = torch.cat([torch.zeros_like(e[:, :1]), e], dim=1)  # [B, T]
     return logp, ent

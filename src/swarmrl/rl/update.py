@@ -68,13 +68,15 @@ class Updater:
                 for micro in micro_batches(mine, self.cfg.micro_batch_tokens):
                     t = pad(micro, self.pad_id)
                     logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=stats is not None,
-                                               temperature=self.temperature)  # [B, T]
+                                               temperature=self.temperature,
+                                               chunk_tokens=self.cfg.logprob_chunk_tokens)  # [B, T]
                     weights = token_weights(t["mask"], torch.tensor([wmap[id(s)] for s in micro]))  # [B, T]
                     loss, m = self.loss_fn(logp, t["old_logp"], t["adv"], weights, clip_eps=self.cfg.clip_eps)
                     if self.cfg.kl_coef > 0:
                         with torch.no_grad(), self.policies.reference(slot) as ref_model:
                             ref, _ = token_logprobs(ref_model, t["ids"], t["attn"], with_entropy=False,
-                                                    temperature=self.temperature)
+                                                    temperature=self.temperature,
+                                                    chunk_tokens=self.cfg.logprob_chunk_tokens)
                         kl = torch.exp(ref - logp) - (ref - logp) - 1.0  # [B, T] k3, always >= 0
                         loss = loss + self.cfg.kl_coef * (kl * weights).sum()
                     loss.backward()
