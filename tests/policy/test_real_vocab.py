@@ -179,3 +179,26 @@ def test_tiny_qwen3_samples_with_the_real_vocabulary(tok):
         assert all(lp <= 0.0 for lp in s.logprobs)
         assert all(0 <= i < qwen_vocab.QWEN_MODEL_VOCAB_SIZE for i in s.ids)
         tok.decode(s.ids)  # ids past len(tok) (embedding padding) decode without error
+
+
+def test_two_training_steps_through_the_cli_with_the_real_vocabulary(tok, tmp_path):
+    """The compact protocol's runtime (prompts as text, actions parsed from decoded replies, the
+    learner's log-probs over 151,936 logits) runs on a real BPE vocabulary, not only the tiny
+    char-level one. An untrained model scores 0, so this checks the plumbing, not learning."""
+    import json
+
+    from swarmrl import cli
+    from swarmrl.policy.model import load_policy, save_policy
+    init = tmp_path / "init"
+    save_policy(tiny_qwen3(tok), init)
+    config = Path(__file__).parents[2] / "configs" / "tiny_test.yaml"
+    rc = cli.main(["train", str(config), "--out", str(tmp_path / "run"), "--init", str(init),
+                   "rl.steps=2", "eval.val_interval=0", "run.threads=1"])
+    assert rc == 0
+    metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "step" in m][-1] == 1
+    final = load_policy(tmp_path / "run" / "final")
+    assert (final.end_id, final.pad_id) == (151645, 151643)
+    assert final.model.config.vocab_size == qwen_vocab.QWEN_MODEL_VOCAB_SIZE
+    assert final.tokenizer.chat_template == qwen_vocab.CHAT_TEMPLATE
+    assert ids(final.tokenizer, TEXTS[3]) == ids(tok, TEXTS[3])
