@@ -121,7 +121,7 @@ def test_isolated_adapters_are_mapped_to_peft_saved_names_and_match_peft():
         assert all(n.startswith("base_model.model.") and f".{role}." not in n for n in a.tensors)
         assert a.config["r"] == 8 and a.config["peft_type"] == "LORA"
         assert sorted(a.config["target_modules"]) == ["down_proj", "q_proj", "v_proj"]
-        assert a.name == f"{role}-v0"
+        assert a.name == f"{role}-v0-id{a.lora_id}"
 
 
 def test_each_update_registers_new_adapter_ids_then_drops_the_old_and_never_touches_the_base():
@@ -138,7 +138,7 @@ def test_each_update_registers_new_adapter_ids_then_drops_the_old_and_never_touc
     assert kinds == ["add_lora"] * 2 + ["add_lora"] * 2 + ["remove_lora"] * 2  # new before old goes
     assert "load_full" not in kinds and "reset_prefix_cache" not in kinds  # base untouched
     now = {a.role: a for a in eng.served.values()}
-    assert set(now) == set(ROLES) and all(a.version == 1 and a.name == f"{a.role}-v1" for a in now.values())
+    assert set(now) == set(ROLES) and all(a.version == 1 and a.name == f"{a.role}-v1-id{a.lora_id}" for a in now.values())
     assert not set(first.values()) & {a.lora_id for a in now.values()}  # fresh ids: no stale cache hit
     assert {c[2] for c in eng.calls if c[0] == "remove_lora"} == set(first.values())
     live = ps.state_tensors()["adapter_generator"]
@@ -177,6 +177,12 @@ def test_a_version_that_goes_backwards_is_refused_and_nothing_is_sent():
     with pytest.raises(WeightSyncError, match="version 4 arrived after version 5"):
         sync.push(ps.state_tensors(), version=4)
     assert len(eng.calls) == n and sync.version == 5
+    # a replacement Ray worker re-running an older shard rewinds on purpose: new ids, unique names
+    sync.push(ps.state_tensors(), version=4, rewind=True)
+    assert sync.version == 4 and {a.version for a in eng.served.values()} == {4}
+    sync.push(ps.state_tensors(), version=5)
+    names = [c[1] for c in eng.calls if c[0] == "add_lora"]
+    assert len(names) == len(set(names)) == 3 * len(ROLES)
 
 
 def test_groups_of_another_mode_are_refused_before_the_engine_sees_anything():

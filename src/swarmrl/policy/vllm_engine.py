@@ -152,9 +152,10 @@ class VLLMSampler:
         return self.side.requests
 
     # ---------------------------------------------------------------- weights
-    def load_weights(self, tensors: dict[str, dict[str, torch.Tensor]], version: int) -> None:
-        """The learner's trainable weights (PolicySet.state_tensors groups) at `version`."""
-        self.sync.push(tensors, version)
+    def load_weights(self, tensors: dict[str, dict[str, torch.Tensor]], version: int, rewind: bool = False) -> None:
+        """The learner's trainable weights (PolicySet.state_tensors groups) at `version`; an older
+        version than the last one is refused unless `rewind` (weight_sync.WeightSync.push)."""
+        self.sync.push(tensors, version, rewind=rewind)
 
     # ---------------------------------------------------------------- sampling
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int, greedy: bool = False,

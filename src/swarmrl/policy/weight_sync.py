@@ -16,7 +16,9 @@ engine receives; the engine side (`EngineSide`) is four calls, small enough to f
   is never pushed.
 - `policy_<role>` (sharing=isolated_full): refused (one engine serves one base model).
 
-Versions only go forward: the same version again is a no-op, an older one is refused.
+Versions only go forward: the same version again is a no-op, an older one is refused unless
+the caller says it rewinds on purpose (`rewind=True`: a Ray rollout worker that replaces a dead
+one re-runs an older shard with that shard's weights after newer ones, distributed/worker.py).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ class LoraAdapter:
 
     @property
     def name(self) -> str:
-        return f"{self.role}-v{self.version}"
+        """Unique per registration (a rewind may register the same version twice)."""
+        return f"{self.role}-v{self.version}-id{self.lora_id}"
 
 
 class EngineSide(Protocol):
@@ -124,12 +127,15 @@ class WeightSync:
             configs = {r: lora_config_dict(model.peft_config[r]) for r in policies.role_types}
         return cls(engine, configs, dtype)
 
-    def push(self, groups: Groups, version: int) -> None:
+    def push(self, groups: Groups, version: int, rewind: bool = False) -> None:
+        """Hand `groups` (PolicySet.state_tensors) at `version` to the engine; `rewind`: an older
+        version is meant (otherwise refused)."""
         if version == self.version:
             return
-        if version < self.version:
+        if version < self.version and not rewind:
             raise WeightSyncError(f"weights of version {version} arrived after version {self.version}: "
-                                  "the engine only moves forward (a stale learner or a restarted run)")
+                                  "the engine only moves forward (a stale learner or a restarted run); "
+                                  "pass rewind=True where an older version is meant")
         full = [g for g in groups if g.startswith("policy_")]
         if full:
             raise WeightSyncError(_ISOLATED_FULL + f" (got groups {sorted(groups)})")
