@@ -7,14 +7,66 @@ cost of such a batch close to the tokens it really holds:
   - `stack_left_padded`: stack the buckets' caches into one left-padded batch for decoding;
   - `ReservedLayer`: keys/values in a buffer with room for the whole turn, so each decode step
     writes one column in place (transformers' DynamicLayer copies the whole cache per token);
-  - `crop_left`: cut columns that became padding for every row once a long prompt finished.
+  - `crop_left`: cut columns that became padding for every row once a long prompt finished;
+  - `attention_layout`: which architectures this layout is exact for (checked before decoding).
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicLayer, get_layer_types_and_kwargs
+
+
+class UnsupportedArchitecture(ValueError):
+    """The model's layers cannot run on the sampler's stacked DynamicCache."""
+
+
+def attention_layout(model: torch.nn.Module) -> str:
+    """'full' or 'sliding': how the sampler (policy/sampler.py DecodeStream) may lay out the
+    model's KV cache; raises UnsupportedArchitecture for layers it cannot hold.
+
+    The sampler keeps every layer as a plain DynamicLayer (keys/values of every column), left
+    padded, with rows joining and leaving the batch. Exact for:
+      - 'full': full causal attention in every layer (Qwen2/3, Llama, Mistral/Phi3 without a
+        sliding window, Gemma): any layout whose mask hides the padding;
+      - 'sliding': some layers attend to the last `sliding_window` positions only (Mistral
+        v0.1, Phi-3 mini, Gemma 2, Qwen2 with use_sliding_window). transformers builds that
+        window from column indices, not position ids, so it is right only while each row's
+        real columns are contiguous: left padding keeps them so; a saved prefix continued in a
+        batch with other rows (the layout [pad | past | pad | new]) would not, so the sampler
+        prefills such continuations one row at a time. The cache keeps all columns (the mask
+        hides those outside the window): more memory than transformers' sliding layers, same
+        logits.
+    Not exact, refused: chunked attention (Llama 4: chunks are aligned to absolute columns,
+    which left padding shifts), recurrent/linear-attention, convolution and hybrid layers
+    (Mamba, Jamba, Qwen3-Next, LFM2, ...: their state is not per-column keys/values), shared or
+    indexed KV layers, and models that take no Cache object at all.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    name = type(base).__name__
+    config = getattr(base, "config", None)
+    if config is None:  # not a transformers model (test doubles): nothing to check
+        return "full"
+    supports = getattr(type(base), "_supports_default_dynamic_cache", None)
+    try:
+        types = list(get_layer_types_and_kwargs(config.get_text_config(decoder=True))[0])
+    except Exception as e:  # a config transformers cannot describe layer by layer
+        raise UnsupportedArchitecture(_refusal(name, f"its layer types cannot be read ({e})")) from e
+    if supports is not None and not supports():
+        types.append("custom cache")
+    other = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if other:
+        raise UnsupportedArchitecture(_refusal(name, f"it has {', '.join(other)} layers"))
+    return "sliding" if "sliding_attention" in types else "full"
+
+
+def _refusal(name: str, why: str) -> str:
+    return (f"{name}: the hf sampler cannot decode this architecture exactly, because {why}. Its decode "
+            f"loop (policy/sampler.py) keeps one left-padded DynamicCache of per-column keys/values for "
+            f"full- or sliding-window attention layers only; `sampler.batching=waves` and "
+            f"`sampler.prefix_cache=false` still run that loop. Use `sampler.engine=vllm` (CUDA), "
+            f"which runs the model through vLLM's own engine.")
 
 
 def length_buckets(lengths: list[int], overhead_tokens: int) -> list[list[int]]:

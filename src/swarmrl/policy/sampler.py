@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from swarmrl.policy.kvcache import crop_left, length_buckets, stack_left_padded
+from swarmrl.policy.kvcache import attention_layout, crop_left, length_buckets, stack_left_padded
 from swarmrl.policy.model import Policy
 
 
@@ -65,6 +65,7 @@ class HFSampler:
                  prefill_overhead_tokens: int = 300):
         if temperature <= 0:
             raise ValueError(f"sampler temperature must be > 0 (got {temperature}); use greedy=True instead")
+        attention_layout(policy.model)  # refuse an architecture the decode loop is not exact for, now
         self.policy = policy
         self.temperature = temperature
         self.max_batch_sequences = max_batch_sequences
@@ -146,6 +147,9 @@ class DecodeStream:
 
     def __init__(self, model: torch.nn.Module, settings: DecodeSettings, seed: int, kv_cache_mb: float = 0.0):
         self.model, self.settings = model, settings
+        # 'full' or 'sliding' (sliding-window layers: a saved prefix is continued one row per
+        # prefill, see kvcache.attention_layout); refuses layers that are not attention.
+        self.layout = attention_layout(model)
         self.device = model.device
         self.gen = torch.Generator(device=self.device).manual_seed(seed)  # rows without a row seed
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -269,6 +273,8 @@ class DecodeStream:
             lengths = [len(x) for _, x, _ in group]
             buckets = (length_buckets(lengths, self.settings.prefill_overhead_tokens) if bucketed and group
                        else [list(range(len(group)))] if group else [])
+            if group is cont and self.layout == "sliding":  # no holes in a row: its window is in columns
+                buckets = [[i] for b in buckets for i in b]
             parts += [[group[i] for i in b] for b in buckets]
         return parts
 
