@@ -10,7 +10,10 @@ Weight updates from the learner go through policy/weight_sync.py (`WeightSync.pu
 sent, under which names, at which version); `VLLMEngineSide` below is the vLLM half of it:
 adapters (isolated) are written as PEFT adapter directories and registered under a new LoRA
 name and id per version (vLLM caches adapters by id); a shared policy's full weights are
-loaded into the engine's model in place (`collective_rpc`).
+loaded into the engine's model in place: `collective_rpc` of the method that
+`SwarmrlWorkerExtension` adds to vLLM's worker (`worker_extension_cls`), by name: vLLM (V1,
+engine in its own process) refuses to send a Python callable unless
+VLLM_ALLOW_INSECURE_SERIALIZATION=1, and copies tensor arguments to CPU to send them.
 
 vllm is imported lazily (an optional extra; CUDA only). `check_engine` runs before training
 starts and names what is wrong: no GPU, vllm not installed or of a version outside
@@ -132,7 +135,8 @@ class VLLMSampler:
         engine_dtype = "bfloat16" if cfg.model.dtype == "float32" else cfg.model.dtype
         kwargs = dict(model=str(self.dir / "base"), enable_prefix_caching=True, seed=cfg.seed,
                       max_model_len=cfg.model.max_context_tokens, gpu_memory_utilization=0.4,
-                      enforce_eager=True, dtype=engine_dtype)
+                      enforce_eager=True, dtype=engine_dtype,
+                      worker_extension_cls=f"{__name__}.SwarmrlWorkerExtension")
         if self.lora:
             kwargs.update(enable_lora=True, max_loras=len(policies.role_types), max_lora_rank=max(cfg.policy.lora_rank, 8))
         try:  # behaviour log-probs must be those of the distribution sampled from (after temperature)
@@ -208,8 +212,9 @@ class VLLMEngineSide:
         self.requests: dict = {}  # role -> LoRARequest served now
 
     def load_full(self, named: list[tuple[str, torch.Tensor]], version: int) -> None:
-        weights = [(k, v.to("cuda")) for k, v in named]
-        self.llm.collective_rpc(_load_weights_rpc, args=(weights,))
+        # CPU tensors: vLLM's message encoder copies a tensor argument to CPU anyway
+        weights = [(k, v.cpu()) for k, v in named]
+        self.llm.collective_rpc("swarmrl_load_weights", args=(weights,))
 
     def reset_prefix_cache(self) -> None:
         self.llm.reset_prefix_cache()
@@ -228,6 +233,11 @@ class VLLMEngineSide:
         shutil.rmtree(self.root / adapter.name, ignore_errors=True)
 
 
-def _load_weights_rpc(worker, weights) -> None:
-    """Runs inside vLLM's worker: load full weights in place (shared policy)."""
-    worker.model_runner.model.load_weights(weights=weights)
+class SwarmrlWorkerExtension:
+    """Mixed into vLLM's worker class (`worker_extension_cls`, resolved by qualified name in
+    the engine's process); its methods are reached by name through `LLM.collective_rpc`."""
+
+    def swarmrl_load_weights(self, weights) -> None:
+        """Load full weights in place (shared policy)."""
+        model = self.get_model() if hasattr(self, "get_model") else self.model_runner.model
+        model.load_weights(weights=weights)
