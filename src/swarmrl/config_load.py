@@ -198,6 +198,7 @@ _LOWER_BOUNDS: list[tuple[str, float, bool, str]] = [
     ("rl.weight_decay", 0, False, ""),
     ("rl.grad_clip", 0, True, "0 would zero every gradient"),
     ("rl.micro_batch_tokens", 64, False, ""),
+    ("rl.logprob_chunk_tokens", 0, False, "0 = full logits, no chunking"),
     ("rl.minibatches_per_step", 1, False, ""),
     ("rl.role_grad_interval", 0, False, "0 = never"),
     ("warmstart.demos_per_strategy", 1, False, ""),

@@ -47,7 +47,9 @@ class RolloutWorker:
             import ray
             self.policies.load_state_tensors(ray.get(weights_box[0]), f"weights v{version}")
             if self.policies.engine is not None:
-                self.policies.engine.load_weights(self.policies.state_tensors(), version)
+                # a replacement worker may get an older resubmitted shard after a newer one: rewind on purpose
+                self.policies.engine.load_weights(self.policies.state_tensors(), version,
+                                                  rewind=version < self.version)
             self.version = version
         t0 = time.perf_counter()
         self.runtime.run(rollouts, self.actor, seed=seed)
