@@ -111,6 +111,26 @@ class ModelConfig:
     `sampler.max_new_tokens_per_turn` + 128: a problem header and one turn must fit."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Parameter dtype (float32 on CPU)."""
+    protocol: Literal["auto", "compact", "chat"] = "auto"
+    """How agents' contexts are written. `chat`: through the tokenizer's chat template (a system
+    message with the agent's role, team, tools and task instructions; observations as user
+    messages; replies as assistant messages ending with the template's end-of-turn token).
+    `compact`: the tiny model's terse private protocol (needs the warm start). `auto`: `chat`
+    when the tokenizer has a chat template (or `chat_template` is set), else `compact`."""
+    chat_template: str = ""
+    """A Jinja chat template file that replaces (or supplies) the tokenizer's own."""
+    chat_template_kwargs: str = ""
+    """Extra variables for the chat template, as a JSON object, e.g. `{"enable_thinking": false}`
+    for Qwen3. Thinking text (`<think>...</think>`) is never parsed for actions."""
+    device: str = "auto"
+    """Where the policy lives and trains: `auto` (the first CUDA GPU if there is one, else the
+    CPU), `cpu`, `cuda` or `cuda:N`. A CUDA device on a machine without one is an error."""
+    mixed_precision: Literal["auto", "no", "bf16"] = "auto"
+    """Autocast of the learner's forward passes: `bf16` (bfloat16 matmuls, float32 master
+    weights and optimizer state), `no`, or `auto` (bf16 on CUDA, no on the CPU)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward instead of storing them (less memory, ~30% more
+    compute): for full fine-tuning of billion-parameter models."""
 
 
 @dataclass
@@ -252,6 +272,10 @@ class WarmStartConfig:
     working directory (paths.py). It must be writable."""
     seed: int = 12345
     """Seed of the demonstration problems (disjoint from training and eval streams)."""
+    enabled: Literal["auto", "always", "never"] = "auto"
+    """Whether RL starts from the supervised warm start. `auto`: only for the built tiny model
+    under the compact protocol (it knows nothing else); a Hugging Face model, or any model
+    under `chat`, starts from its own weights. `always` / `never` force it."""
 
 
 @dataclass
@@ -332,6 +356,18 @@ class DistributedConfig:
 
 
 @dataclass
+class LearnerConfig:
+    strategy: Literal["single", "ddp", "fsdp"] = "single"
+    """How the learner's update is spread over processes. `single`: one process. `ddp`: data
+    parallel, every process holds the whole model and a share of the step's sequences, gradients
+    averaged. `fsdp`: FSDP2 (`torch.distributed.fsdp.fully_shard`), parameters, gradients and
+    optimizer state sharded across processes. `ddp` and `fsdp` need at least 2 processes,
+    launched with `torchrun --nproc-per-node N -m swarmrl.cli train ...`."""
+    dist_backend: Literal["auto", "nccl", "gloo"] = "auto"
+    """torch.distributed backend: `auto` = nccl on CUDA, gloo on the CPU."""
+
+
+@dataclass
 class Config:
     """The whole run configuration: one typed section per concern (task, workflow, model, sampler,
     time_limit, rl, warmstart, run, eval, ...); built and validated by `load_config`."""
@@ -353,6 +389,7 @@ class Config:
     detectors: DetectorConfig = field(default_factory=DetectorConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
