@@ -291,6 +291,18 @@ class RunConfig:
     keep_checkpoints: int = 0
     """Keep only the newest this many complete checkpoints (older ones are deleted after each
     save). 0 = keep every checkpoint."""
+    samples_keep_all: bool = False
+    """Write every rollout of every step to samples/, not only the first `samples_per_step`
+    (what `swarmrl report` can show; costs disk: about 10-50 kB per rollout)."""
+    loggers: str = "jsonl"
+    """Comma-separated metric sinks: `jsonl` (metrics.jsonl, always on), `tensorboard`
+    (event files in tensorboard/), `wandb` (Weights & Biases, in wandb/; see `wandb_mode`).
+    Each gets the same scalar names as metrics.jsonl, alerts as text, and sample transcripts."""
+    wandb_project: str = "swarmrl"
+    """W&B project name (`loggers` with `wandb`)."""
+    wandb_mode: Literal["offline", "online", "disabled"] = "offline"
+    """W&B mode: `offline` writes the run under wandb/ in the run dir (upload later with
+    `wandb sync`); `online` needs a W&B login; a `WANDB_MODE` environment variable wins."""
 
 
 @dataclass
