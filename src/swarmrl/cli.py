@@ -114,9 +114,20 @@ def cmd_demo(args, console: Console) -> int:
 
 
 def cmd_report(args, console: Console) -> int:
+    """report.html (interactive plots + swarm timeline) and the PNGs in plots/."""
+    from swarmrl.report.html import write_report
     from swarmrl.report.plots import plot_run
-    for p in plot_run(Path(args.run), require_metrics=True):
-        console.print(str(p))
+    res = write_report(Path(args.run), Path(args.out) if args.out else None)
+    for w in res.warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
+    if not args.no_png:
+        try:
+            for p in plot_run(Path(args.run)):
+                console.print(str(p))
+        except ValueError as e:  # a corrupt metrics line: the HTML skipped it, the PNGs cannot
+            console.print(f"[yellow]warning:[/yellow] no PNG plots: {escape(str(e))}", soft_wrap=True)
+    console.print(f"report: {res.path}  ({res.bytes / 1e6:.1f} MB, {res.seconds:.1f} s; open it in a browser, "
+                  "it needs no network)", soft_wrap=True)
     return 0
 
 
@@ -216,8 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("grid", help="grid YAML, e.g. configs/sweeps/workflow_grid.yaml")
     p.add_argument("--out", default="runs/sweep")
     p.set_defaults(fn=cmd_sweep)
-    p = sub.add_parser("report", help="(re)draw a run's plots")
-    p.add_argument("run")
+    p = sub.add_parser("report", help="write a run's report.html (plots + swarm timeline) and PNG plots")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--out", help="where to write the HTML (default RUN/report.html)")
+    p.add_argument("--no-png", action="store_true", help="skip the PNGs in RUN/plots/")
     p.set_defaults(fn=cmd_report)
     return ap
 

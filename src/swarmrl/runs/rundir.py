@@ -7,6 +7,9 @@
         samples/           step_000N.jsonl, one trajectory per line
         checkpoints/       see runs/checkpoint.py
         plots/             see report/plots.py
+        report.html        `swarmrl report` (report/html.py)
+        tensorboard/       event files, with `run.loggers` tensorboard (runs/loggers.py)
+        wandb/             the W&B run (offline by default), with `run.loggers` wandb
         final/             the trained policy + manifest; written last, so it marks a finished run
 
 `config.yaml` is the "this is a run" mark: it is written only after model/ is complete, so
@@ -40,6 +43,8 @@ FINAL = "final"
 _SAMPLE = re.compile(r"^step_\d+\.jsonl$")
 _STEP_DIR = re.compile(r"^step_\d+$")
 _PLOT = re.compile(r"^[^.].*\.png$")
+_TB_EVENTS = re.compile(r"^events\.out\.tfevents\.")
+REPORT = "report.html"
 
 
 def to_jsonable(value: Any) -> Any:
@@ -154,8 +159,13 @@ class RunDir:
                 raise FileExistsError(f"{d} exists and was not written by swarmrl; move it away or "
                                       "choose another run directory")
             shutil.rmtree(d)
+        if own_run:  # a report.html elsewhere may be the user's own
+            (self.path / REPORT).unlink(missing_ok=True)
+        wandb_dir = self.path / "wandb"
+        if (wandb_dir / "wandb_run_id").is_file():  # written by runs/loggers.py: a run's own W&B dir
+            shutil.rmtree(wandb_dir)
         for d, pattern in ((self.samples_dir, _SAMPLE), (self.checkpoints_dir, _STEP_DIR),
-                           (self.plots_dir, _PLOT)):
+                           (self.plots_dir, _PLOT), (self.path / "tensorboard", _TB_EVENTS)):
             if not d.is_dir():
                 continue
             for p in d.iterdir():
