@@ -16,6 +16,16 @@ if ! [ -x /usr/bin/bwrap ] || ! [ -x /usr/bin/prlimit ] || ! [ -x /usr/bin/setpr
   fi
 fi
 
+# The report tests (tests/report/test_browser.py) open report.html in Debian's chromium, driven
+# by Playwright from pip; Playwright's own browser download needs a network this project lacks.
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null
+  else
+    echo "setup: the browser tests need chromium; run as root: apt-get install -y chromium" >&2
+  fi
+fi
+
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${SWARMRL_TORCH:-2.13.0}"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
