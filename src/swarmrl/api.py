@@ -185,7 +185,8 @@ def resume(run_dir: str | Path, overrides: Overrides = None, log: Log = print) -
     """Continue the run in `run_dir` from its newest valid checkpoint, with its own config.
 
     Only the keys of `rl/loop.py` RESUME_OVERRIDABLE may be overridden: `rl.steps` (raise it to
-    train further), `run.threads`, `run.progress` and `distributed.*`.
+    train further), `run.threads`, `run.progress`, `distributed.*` and `model.device` (a checkpoint
+    loads onto any device).
     """
     from swarmrl.rl.loop import train as train_loop
     rd = train_loop(Config(), Path(run_dir), resume=True, log=log, resume_overrides=_override_list(overrides))

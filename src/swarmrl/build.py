@@ -19,6 +19,7 @@ from swarmrl.config import Config, ConfigError
 from swarmrl.diagnostics.detectors import Detectors
 from swarmrl.distributed import make_backend
 from swarmrl.policy.actor import LLMActor
+from swarmrl.policy.device import model_device, place_model, resolve_device, rollout_device
 from swarmrl.policy.model import Policy
 from swarmrl.policy import sharing
 from swarmrl.policy.sharing import PolicySet
@@ -35,7 +36,8 @@ def check_plugins(cfg: Config) -> None:
     """Resolve every registry name of the config (task, scenario, estimator, loss, aggregation)
     and build the scenario, so an unknown name, a bad plugin spec, a plugin missing a method
     of its protocol, or a role graph whose roles cannot reach its submitter fails before any
-    model is built or trained. Raises PluginError / ConfigError naming the key."""
+    model is built or trained; so does a device or engine this machine lacks (`check_hardware`).
+    Raises PluginError / ConfigError naming the key."""
     TASKS.get(cfg.task.name)
     scenario = make_scenario(cfg)
     if cfg.rl.smaller_caps_fraction and not (scenario.hires and scenario.team_cap(None) >= 1):
@@ -44,6 +46,30 @@ def check_plugins(cfg: Config) -> None:
     get_advantage(cfg.rl.advantage)
     get_loss(cfg.rl.loss)
     AGGREGATIONS.get(cfg.rl.aggregation)
+    check_hardware(cfg)
+
+
+def check_hardware(cfg: Config) -> None:
+    """The machine can run the config: `model.device` names a device that exists here, and
+    `sampler.engine=vllm` has its GPU and package (policy/vllm_engine.py `check_engine`). A
+    ConfigError naming the key, before any model is loaded."""
+    resolve_device(cfg.model.device)
+    from swarmrl.policy import vllm_engine  # lazy: the module attribute, so a test may stand in for it
+    vllm_engine.check_engine(cfg)
+
+
+def place_policy(cfg: Config, policy: Policy | PolicySet, role: str = "learner") -> torch.device:
+    """Put every model of `policy` (a Policy, or each model of a PolicySet) on `model.device`;
+    returns the device. `role`: `learner` (also turns on `model.gradient_checkpointing`), `eval`
+    (the device only), or `rollout` (a Ray worker's replica: the CPU where this process has no
+    GPU, policy/device.py `rollout_device`). Every tensor the sampler and the learner make
+    follows its model's device, so this is the one place a run decides where it computes."""
+    device = rollout_device(cfg.model.device) if role == "rollout" else resolve_device(cfg.model.device)
+    models = policy.modules() if isinstance(policy, PolicySet) else [policy.model]
+    for m in models:
+        if model_device(m) != device or role == "learner":
+            place_model(m, device, gradient_checkpointing=role == "learner" and cfg.model.gradient_checkpointing)
+    return device
 
 
 def make_runtime(cfg: Config, tokenizer, task=None) -> tuple[Runtime, object]:
@@ -75,6 +101,7 @@ def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
 def rollout_parts(cfg: Config, policy: Policy) -> tuple[Runtime, PolicySet]:
     """What a rollout worker holds (distributed/worker.py): a runtime and a policy set."""
     runtime, _ = make_runtime(cfg, policy.tokenizer)
+    place_policy(cfg, policy, role="rollout")
     return runtime, make_policy_set(cfg, policy)
 
 
@@ -151,12 +178,14 @@ def build_run(cfg: Config, policy: Policy) -> RunParts:
     try:
         # Where rollouts run; made before adapters wrap the model: Ray workers copy the plain one.
         parts.backend = make_backend(cfg, policy, rollout_parts)
+        place_policy(cfg, policy)  # after the backend: Ray workers get the CPU replica
         parts.policies = make_policy_set(cfg, policy)
         parts.actor = LLMActor.from_config(cfg.sampler, parts.policies)
         parts.backend.attach(runtime, parts.actor, parts.policies)
         parts.advantage_fn = get_advantage(cfg.rl.advantage)
         parts.updater = Updater(cfg.rl, parts.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed,
                                 temperature=cfg.sampler.temperature)
+        parts.updater.mixed_precision = cfg.model.mixed_precision
         parts.detectors = Detectors(cfg.detectors)
         parts.role_ids = {r: i for i, r in enumerate(runtime.scenario.role_types())}
     except BaseException:
@@ -170,5 +199,5 @@ def eval_problems(cfg: Config, task, n: int):
     return task.sample(rng_for("eval_problems", cfg.task.eval_seed), n)
 
 
-__all__ = ["RunParts", "build_run", "check_plugins", "eval_problems", "make_policy_set", "make_runtime",
-           "max_experts_for", "new_rollouts", "rollout_parts", "step_caps"]
+__all__ = ["RunParts", "build_run", "check_hardware", "check_plugins", "eval_problems", "make_policy_set", "make_runtime",
+           "max_experts_for", "new_rollouts", "place_policy", "rollout_parts", "step_caps"]

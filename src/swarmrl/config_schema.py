@@ -234,6 +234,10 @@ class RLConfig:
     """Global gradient-norm clip."""
     micro_batch_tokens: int = 16384
     """Padded tokens per forward/backward micro-batch (bounds memory; does not change the math)."""
+    length_buckets: bool = True
+    """Fill the learner's micro-batches in order of sequence length, so each holds sequences of
+    similar length and little padding (`learner/pad_fraction` reports the waste); false = in
+    the minibatch's order. Same loss and gradient up to float summation order (last bits)."""
     logprob_chunk_tokens: int = 0
     """Learner log-probs over at most this many (sequence, position) pairs at a time, each
     chunk's output head and log-softmax recomputed in the backward, so no [batch, length,

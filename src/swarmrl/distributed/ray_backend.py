@@ -27,6 +27,7 @@ from pathlib import Path
 from swarmrl.collective.state import Rollout
 from swarmrl.distributed.backend import DistributedError, RolloutFactory, idle_metrics, shard_groups
 from swarmrl.distributed.worker import RolloutWorker
+from swarmrl.policy.device import cpu_groups
 
 READY_TIMEOUT_S = 300.0  # a worker that cannot be scheduled or built by then is an error, not a hang
 WORKER_CLOSE_TIMEOUT_S = 5.0  # for idle workers to close their pools and engines before they are killed
@@ -123,7 +124,8 @@ class RayBackend:
     # ---------------------------------------------------------------- a step
     def run(self, step: int, make: RolloutFactory) -> tuple[list[Rollout], dict]:
         if step not in self.weights:
-            self.weights[step] = self.ray.put(self.policies.state_tensors())  # once per version
+            # on the CPU: a worker (no GPU reserved) unpickles them
+            self.weights[step] = self.ray.put(cpu_groups(self.policies.state_tensors()))  # once per version
         # The current step, then (async) up to max_staleness steps ahead, all with weights v=step.
         last = min(step + self.cfg.distributed.max_staleness, self.cfg.rl.steps - 1)
         for s in range(step, max(last, step) + 1):

@@ -37,19 +37,34 @@ def collect_sequences(rollouts: list[Rollout]) -> list[TrainSeq]:
     return seqs
 
 
-def micro_batches(seqs: list[TrainSeq], micro_batch_tokens: int) -> list[list[TrainSeq]]:
-    """Group sequences of similar length so that rows * longest <= micro_batch_tokens."""
-    order = sorted(seqs, key=lambda s: len(s.ids))
-    out, cur = [], []
+def micro_batches(seqs: list[TrainSeq], micro_batch_tokens: int, sort: bool = True) -> list[list[TrainSeq]]:
+    """Split `seqs` into micro-batches of rows * longest <= micro_batch_tokens (padded tokens; a
+    sequence longer than the budget gets a micro-batch of its own).
+
+    `sort` (rl.length_buckets): fill them in order of length, so each holds sequences of similar
+    length and padding stays small; else in the order given. The loss is a weighted sum over
+    sequences, so the split changes only the order of float additions (last bits)."""
+    order = sorted(seqs, key=lambda s: len(s.ids)) if sort else list(seqs)
+    out, cur, width = [], [], 0
     for s in order:
-        if cur and (len(cur) + 1) * len(s.ids) > micro_batch_tokens:
+        w = max(width, len(s.ids))
+        if cur and (len(cur) + 1) * w > micro_batch_tokens:
             out.append(cur)
-            cur = []
+            cur, w = [], len(s.ids)
         cur.append(s)
+        width = w
     return out + ([cur] if cur else [])
 
 
-def pad(seqs: list[TrainSeq], pad_id: int) -> dict[str, torch.Tensor]:
+def pad_fraction(batches: list[list[TrainSeq]]) -> float:
+    """Share of the padded [rows, longest] cells of `batches` that hold no token (0 = no waste)."""
+    cells = sum(len(b) * max(len(s.ids) for s in b) for b in batches if b)
+    real = sum(len(s.ids) for b in batches for s in b)
+    return 1.0 - real / cells if cells else 0.0
+
+
+def pad(seqs: list[TrainSeq], pad_id: int, device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+    """Right-padded [B, T] tensors of `seqs` on `device` (the model's; built on the CPU, moved once)."""
     width = max(len(s.ids) for s in seqs)
     b = len(seqs)
     ids = torch.full((b, width), pad_id, dtype=torch.long)  # [B, T]
@@ -64,7 +79,8 @@ def pad(seqs: list[TrainSeq], pad_id: int) -> dict[str, torch.Tensor]:
         mask[i, :n] = torch.tensor(s.gen_mask, dtype=torch.float32)
         old[i, :n] = torch.tensor(s.old_logp)
         adv[i, :n] = s.advantage  # flat: the same value on every token of the sequence
-    return {"ids": ids, "attn": attn, "mask": mask, "old_logp": old, "adv": adv}
+    out = {"ids": ids, "attn": attn, "mask": mask, "old_logp": old, "adv": adv}
+    return out if device is None else {k: v.to(device) for k, v in out.items()}
 
 
 def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = True, *,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from swarmrl.build import eval_problems, make_runtime, new_rollouts
+from swarmrl.build import eval_problems, make_runtime, new_rollouts, place_policy
 from swarmrl.config import Config, ConfigError
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
 from swarmrl.diagnostics.outputs import role_output_metrics
@@ -23,6 +23,7 @@ def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None =
     time_limit = time_limit or cfg.eval.time_limit or cfg.time_limit.end
     if time_limit <= 0:
         raise ValueError(f"time limit must be > 0 seconds, got {time_limit}")
+    place_policy(cfg, policy, role="eval")  # model.device (a no-op for the trainer's own policies)
     tokenizer = policy.base.tokenizer if isinstance(policy, PolicySet) else policy.tokenizer
     if runtime is None:
         runtime, _ = make_runtime(cfg, tokenizer)

@@ -28,7 +28,7 @@ from swarmrl.policy.model import (Policy, load_policy, load_run_policy, save_run
                                    stage_run_policy, verify_run_policy)
 from swarmrl.report.plots import plot_run
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
-from swarmrl.build import make_policy_set
+from swarmrl.build import check_hardware, make_policy_set
 from swarmrl.rl.trainer import Trainer
 from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
                                      load_checkpoint, newest_valid_checkpoint, prune_checkpoints,
@@ -74,8 +74,9 @@ def restore_trainer(trainer: Trainer, ckpt: Path | Checkpoint) -> None:
 
 # Keys a resume may change: where rollouts run, not what is trained (checkpoints hold every
 # slot's weights whatever the backend, so a run moves between local and Ray freely), and
-# rl.steps, which only moves the end: step s does not depend on it.
-RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads", "rl.steps")
+# rl.steps, which only moves the end: step s does not depend on it; model.device: a checkpoint
+# holds CPU tensors and loads onto any device (runs/checkpoint.py).
+RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads", "rl.steps", "model.device")
 
 
 def resume_config(run_cfg: dict, overrides: list[str] | None) -> Config:
@@ -144,6 +145,7 @@ def _open_resumed(out: Path, log, overrides: list[str] | None) -> tuple[RunDir, 
     run_cfg = run.read_config()
     cfg = resume_config(run_cfg, overrides)
     torch.set_num_threads(cfg.run.threads)  # the run's own, not the caller's default
+    check_hardware(cfg)  # a device this machine lacks fails before the model loads
     trainer = Trainer(cfg, load_run_policy(run.model_dir, cfg.model.dtype))
     try:
         ckpt = newest_valid_checkpoint(run.path, log=log)

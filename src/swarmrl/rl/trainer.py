@@ -23,6 +23,7 @@ from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
 from swarmrl.diagnostics.outputs import role_output_metrics
+from swarmrl.policy.device import model_device, peak_memory_metrics
 from swarmrl.policy.model import Policy
 from swarmrl.rl.batch import collect_sequences
 from swarmrl.rl.curriculum import time_limit_at
@@ -101,6 +102,7 @@ class Trainer:
         metrics["tokens_per_s"] = generated / max(rollout_s, 1e-9)
         metrics["rollout_s"] = rollout_s
         metrics["step_s"] = time.perf_counter() - t0
+        metrics.update(peak_memory_metrics(model_device(self.policy.model)))  # gpu/peak_mem_gb on CUDA
         self.step_idx += 1
         return metrics, rollouts
 

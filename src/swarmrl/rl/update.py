@@ -22,6 +22,7 @@ import torch
 
 from swarmrl.config import RLConfig
 from swarmrl.diagnostics.roles import finalize_role_stats, grad_norm, merge_sums, role_token_sums
+from swarmrl.policy.device import autocast, model_device
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.rl.aggregation import sequence_weights, token_weights
 from swarmrl.rl.batch import TrainSeq, micro_batches, pad, token_logprobs
@@ -29,6 +30,9 @@ from swarmrl.seeds import rng_for
 
 
 class Updater:
+    # model.mixed_precision: autocast of the forward passes (policy/device.py); build.py sets it.
+    mixed_precision: str = "no"
+
     def __init__(self, cfg: RLConfig, policies: PolicySet, loss_fn, pad_id: int, seed: int, *,
                  temperature: float = 1.0):
         """`temperature`: the sampler's (cfg.sampler.temperature). Log-probs of the policy and of
@@ -55,8 +59,9 @@ class Updater:
         """Accumulate the gradient of the loss of `seqs` (weights w [S]) into every slot.
 
         Returns {"loss": the summed (weighted) loss, "tokens": tokens with weight > 0, and for
-        each loss metric its token-count-weighted sum}: `pool_metrics` turns sums into means."""
-        sums: dict[str, float] = {"loss": 0.0, "tokens": 0.0}
+        each loss metric its token-count-weighted sum}: `pool_metrics` turns sums into means.
+        Tensors are made on each slot's model device; the forwards run under `mixed_precision`."""
+        sums: dict[str, float] = {"loss": 0.0, "tokens": 0.0, "pad_cells": 0.0, "pad_real": 0.0}
         wmap = {id(s): float(x) for s, x in zip(seqs, w)}
         # A loss that never clips must not show clipped tokens per role either.
         role_eps = self.cfg.clip_eps if getattr(self.loss_fn, "clips", True) else None
@@ -65,15 +70,20 @@ class Updater:
             if not mine:
                 continue
             with self.policies.model_for(slot) as model:
-                for micro in micro_batches(mine, self.cfg.micro_batch_tokens):
-                    t = pad(micro, self.pad_id)
-                    logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=stats is not None,
-                                               temperature=self.temperature,
-                                               chunk_tokens=self.cfg.logprob_chunk_tokens)  # [B, T]
-                    weights = token_weights(t["mask"], torch.tensor([wmap[id(s)] for s in micro]))  # [B, T]
+                device = model_device(model)
+                for micro in micro_batches(mine, self.cfg.micro_batch_tokens, sort=self.cfg.length_buckets):
+                    t = pad(micro, self.pad_id, device)
+                    sums["pad_cells"] += t["ids"].numel()  # learner/pad_fraction: padded cells vs tokens
+                    sums["pad_real"] += sum(len(s.ids) for s in micro)
+                    with autocast(device, self.mixed_precision):
+                        logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=stats is not None,
+                                                   temperature=self.temperature,
+                                                   chunk_tokens=self.cfg.logprob_chunk_tokens)  # [B, T]
+                    weights = token_weights(t["mask"], torch.tensor([wmap[id(s)] for s in micro], device=device))  # [B, T]
                     loss, m = self.loss_fn(logp, t["old_logp"], t["adv"], weights, clip_eps=self.cfg.clip_eps)
                     if self.cfg.kl_coef > 0:
-                        with torch.no_grad(), self.policies.reference(slot) as ref_model:
+                        with torch.no_grad(), self.policies.reference(slot) as ref_model, \
+                                autocast(device, self.mixed_precision):
                             ref, _ = token_logprobs(ref_model, t["ids"], t["attn"], with_entropy=False,
                                                     temperature=self.temperature,
                                                     chunk_tokens=self.cfg.logprob_chunk_tokens)
@@ -150,6 +160,8 @@ def pool_metrics(totals: dict[str, float], minibatches: int) -> dict[str, float]
     if not totals:
         return {}
     n = max(totals["tokens"], 1.0)
-    out = {k: v / n for k, v in totals.items() if k not in ("loss", "tokens")}
+    out = {k: v / n for k, v in totals.items() if k not in ("loss", "tokens", "pad_cells", "pad_real")}
     out["loss"] = totals["loss"] / max(minibatches, 1)
+    if totals.get("pad_cells"):  # share of the padded micro-batch cells that held no token
+        out["learner/pad_fraction"] = 1.0 - totals["pad_real"] / totals["pad_cells"]
     return out

@@ -82,6 +82,19 @@ def _snapshot_tensors(group: str, sd: dict[str, Any]) -> dict[str, torch.Tensor]
     return out
 
 
+def _on_cpu(tree: Any) -> Any:
+    """An optimizer state_dict with every tensor on the CPU: the file then loads on a machine
+    without the learner's GPU, and `Optimizer.load_state_dict` moves the state to wherever the
+    parameters live (so a checkpoint resumes on a GPU or the CPU alike)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().cpu()
+    if isinstance(tree, dict):
+        return {k: _on_cpu(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_on_cpu(v) for v in tree)
+    return tree
+
+
 def save_checkpoint(
     run_dir: Path,
     step: int,
@@ -131,7 +144,7 @@ def _write_contents(tmp: Path, step: int, tensors: dict[str, dict[str, torch.Ten
     for group, osd in optimizers.items():
         name = f"optim_{group}.pt"
         with open(tmp / name, "wb") as f:
-            torch.save(osd, f)
+            torch.save(_on_cpu(osd), f)
             f.flush()
             os.fsync(f.fileno())
         files.append(name)

@@ -31,7 +31,7 @@ from swarmrl.config import Config, ConfigError
 from swarmrl.diagnostics.collective import at_limit, snapshot_metrics, token_counter
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
-from swarmrl.build import eval_problems, make_runtime
+from swarmrl.build import eval_problems, make_runtime, place_policy
 from swarmrl.scenarios import make_scenario
 
 # Columns of the CSV, in order (the JSON rows hold every metric).
@@ -96,6 +96,7 @@ def run_scaling(cfg: Config, policy: Policy, spec: ScaleSpec, log=print) -> list
             i = len(rollouts)
             rollouts.append(runtime.new_rollout(i, i, p, horizon, k - 1, prestaffed_experts=(k - 1) * spec.prestaffed))
             sizes.append(k)
+    place_policy(cfg, policy, role="eval")  # model.device
     actor = LLMActor.from_config(cfg.sampler, policy)
     t0 = time.perf_counter()
     runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
