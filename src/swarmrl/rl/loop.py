@@ -27,9 +27,11 @@ from swarmrl.config import Config, ConfigError, apply_overrides, config_from_dic
 from swarmrl.policy.model import (Policy, load_policy, load_run_policy, save_run_policy,
                                    stage_run_policy, verify_run_policy)
 from swarmrl.report.plots import plot_run
+from swarmrl.report.samples import sample_row
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.build import check_hardware, make_policy_set
 from swarmrl.rl.trainer import Trainer
+from swarmrl.runs.loggers import Loggers, parse_loggers
 from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
                                      load_checkpoint, newest_valid_checkpoint, prune_checkpoints,
                                      restore_rng, save_checkpoint)
@@ -41,9 +43,14 @@ MODEL_DIR = "model"  # architecture + tokenizer + initial weights: makes a run d
 FINAL_DIR = "final"
 
 
-def _sample_rows(rollouts, k: int) -> list[dict]:
-    """The first k rollouts of the step, in full (every turn and message, with times and roles)."""
-    return [r.to_json() for r in rollouts[:k]]
+def _sample_rows(trainer: Trainer, rollouts, cfg: Config) -> list[dict]:
+    """The step's rollouts for samples/ (all with `run.samples_keep_all`, else the first
+    `run.samples_per_step`), in full: every turn and message, each agent's first context,
+    item labels as agents saw them (report/samples.py)."""
+    k = len(rollouts) if cfg.run.samples_keep_all else cfg.run.samples_per_step
+    tok = trainer.policy.tokenizer
+    decode = lambda ids: tok.decode(ids, skip_special_tokens=False)  # noqa: E731
+    return [sample_row(r, decode, trainer.task.parse_item) for r in rollouts[:k]]
 
 
 def save_trainer_checkpoint(run: RunDir, trainer: Trainer) -> Path:
@@ -97,6 +104,7 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     if resume:
         run, trainer = _open_resumed(Path(out), log, resume_overrides)
     else:
+        parse_loggers(cfg.run.loggers)  # a bad sink name fails before the run dir exists
         run, trainer = _open_new(cfg, Path(out), init_policy, overwrite)
     try:
         _train_steps(trainer.cfg, run, trainer)
@@ -189,12 +197,16 @@ def _final_step(run: RunDir) -> int | None:
 
 
 def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
-    with TrainProgress(cfg.rl.steps, enabled=cfg.run.progress, start_step=trainer.step_idx) as progress:
+    sinks = Loggers.open(cfg.run.loggers, run.path, cfg.to_dict(), start_step=trainer.step_idx,
+                         wandb_project=cfg.run.wandb_project, wandb_mode=cfg.run.wandb_mode)
+    with sinks, TrainProgress(cfg.rl.steps, enabled=cfg.run.progress, start_step=trainer.step_idx) as progress:
         while trainer.step_idx < cfg.rl.steps:
             metrics, rollouts = trainer.step()
             step = metrics["step"]
             run.append_metrics(metrics)
-            run.write_samples(step, _sample_rows(rollouts, cfg.run.samples_per_step))
+            samples = _sample_rows(trainer, rollouts, cfg)
+            run.write_samples(step, samples)
+            sinks.log(step, metrics, samples)
             progress.update(step + 1, metrics)
             last = trainer.step_idx == cfg.rl.steps
             if last or (cfg.run.checkpoint_every and trainer.step_idx % cfg.run.checkpoint_every == 0):
