@@ -28,6 +28,7 @@ from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.grading import due_outcomes, next_outcome_due
 from swarmrl.collective.handlers import CORE_HANDLERS
 from swarmrl.collective.org import Org
+from swarmrl.collective.protocol import PROMPT_CUE, CompactProtocol
 from swarmrl.collective.render import escape_text, output_value, render_message
 from swarmrl.collective.state import Agent, Rollout, Turn, TurnRequest
 from swarmrl.config import ModelConfig, SamplerConfig, WorkflowConfig
@@ -36,7 +37,6 @@ from swarmrl.policy.sampler import Sample
 from swarmrl.policy.tokenizer import encode_text
 from swarmrl.seeds import seed_for
 
-PROMPT_CUE = ">>"  # ends every observation: "your turn"
 # Room kept free in an agent's context beyond its next turn's tokens (config_load.py adds
 # CONTEXT_MARGIN_TOKENS on top of it when it checks model.max_context_tokens).
 CONTEXT_RESERVE_TOKENS = 64
@@ -63,8 +63,9 @@ class RuntimeLimits:
 
 class Runtime:
     def __init__(self, task, tokenizer, latency: LatencyModel, limits: RuntimeLimits, scenario=None,
-                 causal_batching: bool = True):
-        """`scenario`: the default of `new_rollout` (None: the RLCR org with up to 8 experts)."""
+                 causal_batching: bool = True, protocol=None):
+        """`scenario`: the default of `new_rollout` (None: the RLCR org with up to 8 experts).
+        `protocol`: how contexts are written (collective/protocol.py; None: compact)."""
         if scenario is None:
             from swarmrl.scenarios.org import OrgScenario  # the scenarios build on this module
             scenario = OrgScenario()
@@ -74,6 +75,7 @@ class Runtime:
         # schedule must reproduce exactly (tested).
         self.causal_batching = causal_batching
         self.tokenizer = tokenizer
+        self.protocol = protocol or CompactProtocol(tokenizer)
         self.latency = latency
         self.limits = limits
         self.handlers = dict(CORE_HANDLERS)
@@ -95,9 +97,9 @@ class Runtime:
         return r
 
     def add_agent(self, r: Rollout, name: str, role: str, now: float, ready: bool) -> Agent:
-        """A new agent whose context starts with its scenario's header. One not `ready` waits for
-        its first message (a hire's brief) instead of spending a turn on <wait/>."""
-        ids = encode_text(self.tokenizer, r.scenario.header(r, name, role))
+        """A new agent whose context starts with its header (the protocol's). One not `ready` waits
+        for its first message (a hire's brief) instead of spending a turn on <wait/>."""
+        ids = self.protocol.header_ids(self, r, name, role)
         agent = Agent(name=name, role=role, ids=[], gen_mask=[], logprobs=[], created_at=now,
                       ready_at=now if ready else None, seen_upto=now)
         agent.append(ids, generated=False)
@@ -189,8 +191,8 @@ class Runtime:
             lines.append(desk)
         elif a.took:
             lines.append("(no items left)")
-        observation = "".join(line + "\n" for line in lines) + PROMPT_CUE
-        a.append(encode_text(self.tokenizer, observation), generated=False)
+        observation, ids = self.protocol.observation(self, r, a, lines)
+        a.append(ids, generated=False)
         return TurnRequest(rollout=r, agent=a, start=start, observation=observation, prompt=list(a.ids))
 
     # ---------------------------------------------------------------- effects
@@ -203,8 +205,7 @@ class Runtime:
         a.turns += 1
         a.ready_at = None  # set again below if the agent keeps working
         end = req.start + self.latency.turn_duration(new_prompt, len(reply.ids))
-        body = [t for t in reply.ids if t not in self.tokenizer.all_special_ids]
-        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        text = self.protocol.reply_text(reply.ids)
         parsed = parse_reply(text)
         errors = list(parsed.errors)
         if reply.hit_cap:

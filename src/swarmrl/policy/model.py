@@ -14,7 +14,8 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel,
                           PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM)
 
 from swarmrl.config import ModelConfig
-from swarmrl.policy.tokenizer import END, build_tokenizer
+from swarmrl.policy.chat import turn_end_id
+from swarmrl.policy.tokenizer import build_tokenizer
 from swarmrl.runs.manifest import (POLICY_MANIFEST, CheckpointError, read_json, verify_files,
                                    write_dir_atomically, write_with_manifest)
 
@@ -27,16 +28,18 @@ class Policy:
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
-    end_id: int  # token that ends an agent turn
     pad_id: int
+
+    @property
+    def end_id(self) -> int:
+        """The token that ends an agent turn: read from the tokenizer each time, because
+        `model.chat_template` may install a template after loading (policy/chat.py)."""
+        return turn_end_id(self.tokenizer)
 
 
 def _wrap(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Policy:
-    end = tokenizer.convert_tokens_to_ids(END)
-    if end is None or end == tokenizer.unk_token_id:
-        end = tokenizer.eos_token_id  # chat models: their own end-of-turn token
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end
-    return Policy(model=model, tokenizer=tokenizer, end_id=int(end), pad_id=int(pad))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else turn_end_id(tokenizer)
+    return Policy(model=model, tokenizer=tokenizer, pad_id=int(pad))
 
 
 def build_tiny_policy(cfg: ModelConfig, seed: int = 0) -> Policy:

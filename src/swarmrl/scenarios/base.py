@@ -4,7 +4,7 @@ The runtime (collective/runtime.py) is one event loop for every multi-agent stru
 scenario supplies everything that differs between them:
 
 - who exists at t = 0 and who may hire (`staff`, `hires`, `team_cap`, `max_team_size`);
-- what each agent is told first (`header`);
+- what each agent is told first (`header`; `describe` and `tool_docs` under the chat protocol);
 - which actions each role may take (`actions`), the handlers of actions only this scenario
   has (`handlers`), and the error an agent gets for any other (`refusal`);
 - who counts as a teammate for direct messages (`is_teammate`);
@@ -81,6 +81,16 @@ class Scenario:
     def header(self, r: "Rollout", name: str, role: str) -> str:
         """The first text in an agent's context: who it is, then the problem."""
         raise NotImplementedError
+
+    def describe(self, r: "Rollout", name: str, role: str) -> str:
+        """Who the agent is and how its team works, in words (the chat protocol's system message
+        opens with it; the compact protocol uses `header`)."""
+        return f"You are {name}, an agent with the role {role} in a team of AI agents that solves one problem together."
+
+    def tool_docs(self) -> dict[str, tuple[str, str, str]]:
+        """(syntax, what it does, example) of this scenario's own action kinds, for the chat
+        protocol's tool list (collective/tools.py has the built-in ones)."""
+        return {}
 
     # ------------------------------------------------------------------ actions
     def actions(self, role: str) -> tuple[str, ...]:

@@ -20,6 +20,12 @@ from swarmrl.scenarios.org import CEO_ONLY, NO_DEADLINE, SingleScenario
 from swarmrl.workflows.graph import Workflow, preset
 
 _ROLE_ACTIONS = {"verdict": ("verdict",), "plan": ("assign",)}  # expects -> actions beyond the core
+_DUTIES = {  # expects -> what the role is for, in the chat protocol's words
+    "answer": "Solve the items in front of you and submit an answer for each.",
+    "choice": "Pick the best answer of each item from the candidates you receive and submit it.",
+    "verdict": "Check each candidate answer you receive and give a verdict (yes or no) on it.",
+    "plan": "Split the items among the workers with assign actions, then finish.",
+}
 
 
 class GraphScenario(Scenario):
@@ -57,6 +63,17 @@ class GraphScenario(Scenario):
 
     def header(self, r, name: str, role: str) -> str:
         return f"{name} wf={self.name}\n{r.problem.text()}\n"
+
+    def describe(self, r, name: str, role: str) -> str:
+        spec = self.workflow.role(role)
+        parts = [f"You are {name}, a {role} in a fixed {self.name} workflow of AI agents that solves one problem "
+                 f"together. {_DUTIES[spec.expects]}"]
+        if spec.inputs:
+            parts.append(f"You start when every {' and '.join(spec.inputs)} has finished: their outputs come "
+                         "to you in one message.")
+        if not spec.submits:
+            parts.append("Your submissions are proposals passed on to the next role, not the final answer.")
+        return " ".join(parts)
 
     def actions(self, role: str) -> tuple[str, ...]:
         return CORE_ACTIONS + _ROLE_ACTIONS.get(self.workflow.role(role).expects, ())

@@ -61,6 +61,19 @@ class OrgScenario(Scenario):
         first = f"ceo max={r.org.max_experts}" if role == "ceo" else f"{name} boss=ceo"
         return f"{first}\n{r.problem.text()}\n"
 
+    def describe(self, r, name: str, role: str) -> str:
+        if role != "ceo":
+            return (f"You are {name}, an expert hired by the CEO of a team of AI agents that solves one problem "
+                    "together. Do the part of the work the CEO gives you, submit or share your results, and "
+                    "stop when your part is done.")
+        cap = r.org.max_experts
+        if cap == 0:
+            return "You are the ceo, working alone on the problem: solve it and submit every answer yourself."
+        return (f"You are the ceo of a team of AI agents that solves one problem together. You may hire up to "
+                f"{cap} experts (each a copy of you that starts with the problem and your brief) who work in "
+                "parallel with you; hiring takes time, so split the work only where that pays. Make sure "
+                "every item is submitted before the deadline.")
+
     def actions(self, role: str) -> tuple[str, ...]:
         return CORE_ACTIONS + ORG_ACTIONS if role == "ceo" else CORE_ACTIONS
 

@@ -54,6 +54,14 @@ class ArithTask:
         return ArithProblem(id=stable_id(key),
                             items=tuple(items), modulus=m)
 
+    def instructions(self) -> str:
+        """The task in words, for the chat protocol's system message."""
+        m = self.cfg.modulus
+        return (f"Each line such as `C:4+1+#A` is an item labelled by its letter: add its numbers modulo {m}, "
+                f"where `#A` stands for item A's result. Every answer is one digit (0-{m - 1}). Submit each "
+                "item's answer separately, e.g. <submit item=\"C\">7</submit>; the first submission of an "
+                "item is final, and each correct item earns an equal share of the team's score.")
+
     def parse_item(self, problem: ArithProblem, ref: str) -> int | None:
         """An agent's item reference ("C") -> 1-based index, or None if there is no such item."""
         ref = ref.strip()

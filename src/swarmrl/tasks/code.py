@@ -100,6 +100,12 @@ class CodeTask:
         r = self.records[index]
         return CodeProblem(id="code-" + hashlib.sha1(f"{r.id}|{r.prompt}".encode()).hexdigest()[:10], record=r)
 
+    def instructions(self) -> str:
+        """The task in words, for the chat protocol's system message."""
+        return ("Write a Python solution to the programming problem. The whole problem is item A: submit the "
+                "complete program in a fenced code block, e.g. <submit item=\"A\">```python\n...\n```</submit>. "
+                "It is run against hidden tests; the first submission is final.")
+
     def parse_item(self, problem: CodeProblem, ref: str) -> int | None:
         return 1 if ref.strip() == "A" else None
 

@@ -96,6 +96,11 @@ class MathTask:
         r = self.records[index]
         return MathProblem(id=_stable_id(r.id, r.question), question=r.question, answer=r.answer)
 
+    def instructions(self) -> str:
+        """The task in words, for the chat protocol's system message."""
+        return ("Solve the math problem. The whole problem is item A: submit the final answer alone, e.g. "
+                "<submit item=\"A\">42</submit>. The first submission of an item is final.")
+
     def parse_item(self, problem: MathProblem, ref: str) -> int | None:
         return 1 if ref.strip() == "A" else None
 
