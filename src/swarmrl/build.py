@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 import torch
 
 from swarmrl.collective.clock import LatencyModel
+from swarmrl.collective.protocol import make_protocol
 from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config, ConfigError
 from swarmrl.diagnostics.detectors import Detectors
 from swarmrl.distributed import make_backend
+from swarmrl.distributed.torchrun import open_learner
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.device import model_device, place_model, resolve_device, rollout_device
 from swarmrl.policy.model import Policy
@@ -25,7 +27,7 @@ from swarmrl.policy import sharing
 from swarmrl.policy.sharing import PolicySet
 from swarmrl.rl.advantages import get_advantage
 from swarmrl.rl.aggregation import AGGREGATIONS
-from swarmrl.rl.losses import get_loss
+from swarmrl.rl.losses import make_loss
 from swarmrl.rl.update import Updater
 from swarmrl.scenarios import make_scenario
 from swarmrl.seeds import rng_for
@@ -44,7 +46,7 @@ def check_plugins(cfg: Config) -> None:
         raise ConfigError(f"rl.smaller_caps_fraction needs a scenario that hires (workflow.name=org) with "
                           f"max_experts >= 1: only a CEO who hires has a cap (workflow.name={cfg.workflow.name})")
     get_advantage(cfg.rl.advantage)
-    get_loss(cfg.rl.loss)
+    make_loss(cfg.rl)
     AGGREGATIONS.get(cfg.rl.aggregation)
     check_hardware(cfg)
 
@@ -73,13 +75,15 @@ def place_policy(cfg: Config, policy: Policy | PolicySet, role: str = "learner")
 
 
 def make_runtime(cfg: Config, tokenizer, task=None) -> tuple[Runtime, object]:
-    """The runtime with the run's scenario as its default, and its task (built unless given)."""
+    """The runtime with the run's scenario as its default and the run's protocol (`model.protocol`:
+    compact or the chat template), and its task (built unless given)."""
     task = task if task is not None else task_from_config(cfg)
     limits = RuntimeLimits(max_new_tokens_per_turn=cfg.sampler.max_new_tokens_per_turn,
                            max_turns_per_agent=cfg.sampler.max_turns_per_agent,
                            max_context_tokens=cfg.model.max_context_tokens,
                            max_hires_per_rollout=cfg.workflow.max_hires_per_rollout)
-    return Runtime(task, tokenizer, LatencyModel.from_config(cfg.clock), limits, scenario=make_scenario(cfg)), task
+    return Runtime(task, tokenizer, LatencyModel.from_config(cfg.clock), limits, scenario=make_scenario(cfg),
+                   protocol=make_protocol(cfg.model, tokenizer)), task
 
 
 def max_experts_for(cfg: Config) -> int:
@@ -140,6 +144,7 @@ class RunParts:
     detectors: Detectors | None = None
     advantage_fn: object = None
     role_ids: dict[str, int] = field(default_factory=dict)
+    learner: object = None  # a sharded learner's process group (distributed/sharding.py); None: one process
 
     def close(self) -> None:
         """Release what the run holds, on success, error or Ctrl-C: the backend (Ray workers and a
@@ -147,7 +152,7 @@ class RunParts:
         and the task's sandbox pool. Idempotent. Every part is closed even when one fails; the
         first failure is raised after."""
         first: Exception | None = None
-        for part in ("backend", "engine", "task"):
+        for part in ("backend", "engine", "task", "learner"):  # the process group last: the others may use it
             try:
                 _close_part(self, part)
             except Exception as e:  # the other parts still hold processes / memory: close them too
@@ -165,6 +170,9 @@ def _close_part(parts: RunParts, part: str) -> None:
     elif part == "task":
         if parts.task is not None:
             close_task(parts.task)
+    elif part == "learner":
+        if parts.learner is not None:
+            parts.learner.close()
     elif parts.backend is not None:  # a backend's close is idempotent
         parts.backend.close()
 
@@ -177,14 +185,17 @@ def build_run(cfg: Config, policy: Policy) -> RunParts:
     parts = RunParts(cfg=cfg, policy=policy, runtime=runtime, task=task)
     try:
         # Where rollouts run; made before adapters wrap the model: Ray workers copy the plain one.
-        parts.backend = make_backend(cfg, policy, rollout_parts)
+        parts.learner = open_learner(cfg)  # torchrun's process group (learner.strategy ddp | fsdp)
+        parts.backend = make_backend(cfg, policy, rollout_parts, learner=parts.learner)
         place_policy(cfg, policy)  # after the backend: Ray workers get the CPU replica
         parts.policies = make_policy_set(cfg, policy)
+        if parts.learner is not None:  # fsdp shards the models here, before optimizers hold their parameters
+            parts.learner.wrap(parts.policies)
         parts.actor = LLMActor.from_config(cfg.sampler, parts.policies)
         parts.backend.attach(runtime, parts.actor, parts.policies)
         parts.advantage_fn = get_advantage(cfg.rl.advantage)
-        parts.updater = Updater(cfg.rl, parts.policies, get_loss(cfg.rl.loss), policy.pad_id, cfg.seed,
-                                temperature=cfg.sampler.temperature)
+        parts.updater = Updater(cfg.rl, parts.policies, make_loss(cfg.rl), policy.pad_id, cfg.seed,
+                                temperature=cfg.sampler.temperature, sharding=parts.learner)
         parts.updater.mixed_precision = cfg.model.mixed_precision
         parts.detectors = Detectors(cfg.detectors)
         parts.role_ids = {r: i for i, r in enumerate(runtime.scenario.role_types())}

@@ -47,6 +47,12 @@ _LOWER_BOUNDS: list[tuple[str, float, bool, str]] = [
     ("time_limit.ramp_steps", 0, False, ""),
     ("shaping.penalty_per_s", 0, False, ""),
     ("shaping.safety_cap_s", 0, True, "seconds"),
+    ("shaping.instantiation_coef", 0, False, "0 = off"),
+    ("shaping.instantiation_anneal_start", 0, False, "a step"),
+    ("shaping.instantiation_anneal_end", 0, False, "0 = never annealed"),
+    ("shaping.finish_coef", 0, False, "0 = off"),
+    ("shaping.finish_anneal_start", 0, False, "a step"),
+    ("shaping.finish_anneal_end", 0, False, "0 = never annealed"),
     ("rl.steps", 1, False, "0 steps would train nothing and write an empty run"),
     ("rl.problems_per_step", 1, False, ""),
     ("rl.rollouts_per_problem", 2, False, "a group needs a baseline"),
@@ -87,7 +93,8 @@ CONTEXT_MARGIN_TOKENS = 128
 def validate(cfg: Config) -> Config:
     """Value checks that types cannot express; the first failure is a ConfigError naming the key."""
     # Group by group: the cross checks divide by values that the bounds have checked by then.
-    for group in (_bound_checks, _range_checks, _cross_checks, _sandbox_checks, _task_checks, _distributed_checks):
+    for group in (_bound_checks, _range_checks, _cross_checks, _rl_menu_checks, _sandbox_checks, _task_checks,
+                  _distributed_checks):
         for ok, msg in group(cfg):
             if not ok:
                 raise ConfigError(msg)
@@ -143,6 +150,39 @@ def _cross_checks(cfg: Config) -> list[tuple[bool, str]]:
          f"time_limit.start ({tl.start:g}) must be <= time_limit.end ({tl.end:g}): the curriculum's deadline "
          "grows (time_limit.schedule=constant uses end alone)"),
     ]
+
+
+# Estimators that take `rl.scale_rewards` (rl/advantages.py `options`); a plugin spec may too.
+_SCALING_ESTIMATORS = ("grpo", "collective", "contribution")
+# Built-in workflows whose team is staffed at the start: nobody is spawned during a rollout.
+_FIXED_TEAMS = ("single", "voting", "eval_opt", "orch_workers")
+
+
+def _rl_menu_checks(cfg: Config) -> list[tuple[bool, str]]:
+    """The GRPO-family options, the contribution estimator and the PARL staged rewards."""
+    rl, sh = cfg.rl, cfg.shaping
+    out = [
+        (rl.clip_eps_high == 0 or rl.clip_eps_high >= rl.clip_eps,
+         f"rl.clip_eps_high must be 0 (= rl.clip_eps) or >= rl.clip_eps ({rl.clip_eps:g}): the clip bounds are "
+         f"out of order, got {rl.clip_eps_high:g}"),
+        (rl.dual_clip == 0 or rl.dual_clip > 1, f"rl.dual_clip must be 0 (off) or > 1 (a ratio bound above the "
+                                                f"trust region, verl uses 3), got {rl.dual_clip:g}"),
+        (0.0 <= rl.contribution_coef <= 1.0, f"rl.contribution_coef must be in [0, 1], got {rl.contribution_coef:g}"),
+        (rl.scale_rewards == "group" or rl.advantage in _SCALING_ESTIMATORS or ":" in rl.advantage,
+         f"rl.scale_rewards={rl.scale_rewards} applies to rl.advantage in {list(_SCALING_ESTIMATORS)}, "
+         f"not {rl.advantage!r}"),
+        (rl.advantage != "contribution" or cfg.workflow.name != "single",
+         "rl.advantage=contribution needs per-agent contributions; workflow.name=single has one agent "
+         "(use collective or grpo)"),
+    ]
+    for term in ("instantiation", "finish"):
+        coef, start, end = (getattr(sh, f"{term}_{k}") for k in ("coef", "anneal_start", "anneal_end"))
+        out.append((end == 0 or end > start, f"shaping.{term}_anneal_end ({end}) must be 0 (never annealed) or > "
+                                             f"shaping.{term}_anneal_start ({start}): the schedule ends before it starts"))
+        out.append((coef == 0 or cfg.workflow.name not in _FIXED_TEAMS,
+                    f"shaping.{term}_coef > 0 rewards spawned sub-agents; workflow.name={cfg.workflow.name} staffs its "
+                    "team at the start and spawns none (use workflow.name=org)"))
+    return out
 
 
 def _task_checks(cfg: Config) -> list[tuple[bool, str]]:

@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
+from swarmrl.config_rl import RLConfig, ShapingConfig
 from swarmrl.diagnostics.detectors import DetectorConfig
 
 
@@ -184,79 +185,6 @@ class TimeLimitConfig:
     """Steps over which the deadline moves from start to end."""
     schedule: Literal["linear", "constant"] = "linear"
     """Curriculum shape; `constant` uses `end` throughout."""
-
-
-@dataclass
-class ShapingConfig:
-    mode: Literal["time_limit", "penalty", "none"] = "time_limit"
-    """How latency enters the reward. `time_limit` (RLCR): the rollout is cut at the curriculum's
-    deadline and scores the reward earned before it. `penalty` (the DeepSeek-style alternative):
-    no deadline but the safety cap, reward minus `penalty_per_s` * latency. `none`: the task
-    reward alone (no incentive to be fast), under the safety cap."""
-    penalty_per_s: float = 0.02
-    """lambda of `penalty`: score lost per simulated second of rollout latency."""
-    safety_cap_s: float = 20.0
-    """Deadline (simulated seconds) of `penalty` and `none`: generous, only there so that a
-    rollout that loops cannot run forever. On the demo task a perfect single agent solves all
-    8 items in 14 s and the warm-started teams finish by ~16 s."""
-
-
-@dataclass
-class RLConfig:
-    steps: int = 40
-    """Optimizer steps of RL training (at least 1)."""
-    problems_per_step: int = 4
-    """Distinct problems per step."""
-    rollouts_per_problem: int = 8
-    """Rollouts of each problem (the group that the advantage is normalised within)."""
-    advantage: str = "collective"
-    """Advantage estimator (registry in rl/advantages.py). Built-in: `collective`, `grpo`, `rloo`,
-    `per_role`; `package.module:fn` or `path/file.py:fn` loads a plugin function."""
-    loss: str = "ppo_clip"
-    """Policy loss (registry in rl/losses.py). Built-in: `ppo_clip`, `pg`; `package.module:fn`
-    or `path/file.py:fn` loads a plugin function."""
-    clip_eps: float = 0.2
-    """PPO clip range for the importance ratio."""
-    kl_coef: float = 0.0
-    """Penalty on KL to the initial policy (0 = off, as in both sources)."""
-    smaller_caps_fraction: float = 0.0
-    """Fraction of each step's problems (whole groups) whose CEO is told a smaller cap, drawn
-    uniformly from 0..max_experts-1 (org workflow only). 0 = RLCR as published: every CEO may
-    hire max_experts. Why: trained only at the full cap, the shared policy's team plan
-    overrides the `max=` header, and the checkpoint's smaller team sizes in `swarmrl scale`
-    are degenerate (measured on the demo: score 0 alone, 0.20 with one expert). The step's
-    collective metrics cover the full-cap rollouts only; `capped/...` reports the others."""
-    lr: float = 3e-4
-    """AdamW learning rate."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    grad_clip: float = 1.0
-    """Global gradient-norm clip."""
-    micro_batch_tokens: int = 16384
-    """Padded tokens per forward/backward micro-batch (bounds memory; does not change the math)."""
-    length_buckets: bool = True
-    """Fill the learner's micro-batches in order of sequence length, so each holds sequences of
-    similar length and little padding (`learner/pad_fraction` reports the waste); false = in
-    the minibatch's order. Same loss and gradient up to float summation order (last bits)."""
-    logprob_chunk_tokens: int = 0
-    """Learner log-probs over at most this many (sequence, position) pairs at a time, each
-    chunk's output head and log-softmax recomputed in the backward, so no [batch, length,
-    vocabulary] logits tensor ever exists (rl/batch.py `token_logprobs`). 0 = the full logits at
-    once. At a 151,936-token vocabulary the full logits cost ~2.5 GB per 1,024 tokens in float32,
-    several times over in the backward: set e.g. 1024 for real models. Same math up to float
-    rounding (last bits), so 0 stays the default for bit-identical tiny-model runs."""
-    minibatches_per_step: int = 1
-    """Optimizer updates per step; >1 makes the PPO ratio differ from 1 after the first."""
-    aggregation: str = "token_mean"
-    """How tokens share the gradient (registry in rl/aggregation.py): `token_mean`, `seq_mean`,
-    or `role_balanced` (each role type gets equal mass whatever its token count; the mitigation
-    for role capture under SP); `package.module:fn` or `path/file.py:fn` loads a plugin."""
-    multiplicity_normalized: bool = False
-    """Divide each role's loss by its multiplicity (the mitigation for gradient amplification
-    under IP: three generators then weigh as one)."""
-    role_grad_interval: int = 5
-    """Every this many steps, measure each role's gradient norm (shared policy: one extra
-    backward pass per role; isolated: the adapter's own norm, every step). 0 = never."""
 
 
 @dataclass

@@ -55,6 +55,8 @@ class Snapshot:
     turns: int  # LLM calls started before the limit (they run to the end either way)
     generated_tokens: int  # tokens those calls generated
     prefill_tokens: int  # new prompt tokens those calls processed
+    critical_steps: int = 0  # longest chain of causally dependent turns started before the limit
+
 
     @property
     def messages(self) -> int:
@@ -69,6 +71,32 @@ class Snapshot:
 def token_counter(tokenizer) -> Callable[[str], int]:
     """Message text -> tokens, counted the way the runtime counts `message_tokens`."""
     return lambda text: len(encode_text(tokenizer, text))
+
+
+def critical_steps(r: Rollout, limit_s: float | None = None) -> int:
+    """Turns in the longest chain of causally dependent turns that started before `limit_s`
+    (default: the deadline): PARL's "critical steps", latency counted in LLM calls on the
+    longest dependent chain rather than in total work.
+
+    Turn t of agent B depends on B's previous turn and on every turn whose message reached B at
+    or before t starts (`MessageBus.inbox`: direct messages, and channel posts B was a member
+    for at delivery): the sender's turn that ended when the message was sent. A routing message
+    of a fixed workflow (sender `wf`) depends on the turns that ended when it was sent. Archive
+    reads are not followed (the bus logs how many posts a read returned, not which).
+    """
+    lim = r.time_limit if limit_s is None else min(limit_s, r.time_limit)
+    turns = sorted((t for t in r.turns if t.start < lim), key=lambda t: (t.start, t.end, t.agent))
+    ended: dict[tuple[str, float], int] = {}  # (agent, end time) -> chain length ending with that turn
+    last: dict[str, int] = {}  # agent -> chain length of its latest turn so far
+    for t in turns:
+        deps = [last.get(t.agent, 0)]
+        for m in r.bus.inbox(t.agent, float("-inf"), t.start):
+            if m.sender in r.agents:
+                deps.append(ended.get((m.sender, m.sent_at), 0))
+            else:  # the router: whoever finished a turn at that moment
+                deps += [n for (_, end), n in ended.items() if end == m.sent_at]
+        last[t.agent] = ended[(t.agent, t.end)] = 1 + max(deps)
+    return max(last.values(), default=0)
 
 
 def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | None = None) -> Snapshot:
@@ -103,7 +131,7 @@ def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | No
         archive_reads=len(reads), archive_messages=sum(int(e.get("returned", 0)) for e in reads),
         hired=sum(d > 0 for _, d in events), fired=sum(d < 0 for _, d in events), peak_team=peak,
         turns=len(turns), generated_tokens=sum(t.generated_tokens for t in turns),
-        prefill_tokens=sum(t.new_prompt_tokens for t in turns))
+        prefill_tokens=sum(t.new_prompt_tokens for t in turns), critical_steps=critical_steps(r, L))
 
 
 def snapshot_metrics(snaps: list[Snapshot]) -> dict[str, float]:
@@ -117,6 +145,7 @@ def snapshot_metrics(snaps: list[Snapshot]) -> dict[str, float]:
         "useful_work_per_min": 60.0 * sum(items) / max(sum(lat), 1e-9),
         "expert_work_share": sum(s.expert_items for s in snaps) / max(sum(items), 1),
         "critical_path_s": _mean([s.last_item_s for s in snaps if s.last_item_s is not None]),
+        "critical_steps": _mean([s.critical_steps for s in snaps]),
         "messages_per_rollout": _mean([s.messages for s in snaps]),
         "direct_messages_per_rollout": _mean([s.direct for s in snaps]),
         "channel_posts_per_rollout": _mean([s.channel for s in snaps]),
@@ -187,7 +216,7 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
         m[f"role/{role}/tokens_per_turn"] = _mean([t.generated_tokens for t in turns])
     # The same timeline cut at the deadline, for what the counters above cannot give.
     full = snapshot_metrics([at_limit(r, r.time_limit, count_tokens) for r in rollouts])
-    for k in ("useful_work_per_min", "critical_path_s", "direct_message_tokens_per_rollout",
+    for k in ("useful_work_per_min", "critical_path_s", "critical_steps", "direct_message_tokens_per_rollout",
               "channel_message_tokens_per_rollout", "archive_messages_read_per_rollout",
               "team_hired_per_rollout", "team_fired_per_rollout", "team_active_mean",
               "prefill_tokens_per_rollout", "total_tokens_per_rollout"):

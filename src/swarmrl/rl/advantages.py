@@ -18,6 +18,14 @@ signature):
 - `rloo`: REINFORCE leave-one-out baseline over the other rollouts of the group, no std.
 - `per_role`: normalised per (problem, role type), a baseline per role as in per-role
   adapters (the "isolated policy" of Zeng et al. 2026 trained each role against its peers).
+- `contribution`: credit beyond flat: (1 - beta) * `collective` + beta * the agent's verified
+  contribution (rl/credit.py) normalised within its group (`rl.contribution_coef` = beta).
+
+Options. An estimator may take keyword-only options after the four tensors and list their
+names in the function attribute `options`; `compute_advantages` (the trainer's one call) passes
+exactly those: `scale_rewards` (`rl.scale_rewards`), `contribution` ([S] per-sequence scores
+from rl/batch.py `collect_sequences`) and `contribution_coef`. It also applies
+`rl.drop_zero_spread_groups` (DAPO's dynamic sampling), whatever the estimator.
 
 Where a group has no spread (all rewards equal, or a single member) the advantage is exactly
 0, decided by comparing max and min — not by `(r - mean) / eps`, which turns float rounding
@@ -30,11 +38,13 @@ from typing import Callable
 
 import torch
 
+from swarmrl.config import RLConfig
 from swarmrl.registry import Registry
 
 AdvantageFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator", classes=False)
-EPS = 1e-6  # verl's GRPO epsilon in (r - mean) / (std + eps)
+EPS = 1e-6  # verl's GRPO epsilon in (r - mean) / (std + eps); TRL 1.10 uses 1e-4
+SCALES = ("group", "batch", "none")
 
 
 def register_advantage(name: str) -> Callable[[AdvantageFn], AdvantageFn]:
@@ -96,31 +106,52 @@ def _check(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor, 
 
 # --- estimators --------------------------------------------------------------------------------
 
+def _scaled(values: torch.Tensor, reward: torch.Tensor, group: torch.Tensor, scale_rewards: str) -> torch.Tensor:
+    """(values - group mean of `reward`) / scale, 0 where the group has no spread.  [R] -> [R].
+
+    values: the numerator's reward per member ([R], the rollout's own or, for grpo, already
+    broadcast); reward, group: [R] one entry per rollout. TRL 1.10 `scale_rewards`: `group` =
+    the group's Bessel std, `batch` = the Bessel std of every rollout reward given (the step's
+    batch, each rollout once), `none` = no division (Dr. GRPO).
+    """
+    if scale_rewards not in SCALES:
+        raise ValueError(f"scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
+    mean, std, _, flat = _segment_stats(reward, group)  # [R] each
+    if scale_rewards == "batch":
+        std = _segment_stats(reward, torch.zeros_like(group))[1]  # [R] one segment: the whole batch
+    adv = values - mean if scale_rewards == "none" else (values - mean) / (std + EPS)  # [R]
+    return torch.where(flat, torch.zeros_like(adv), adv)  # [R]
+
+
 @ADVANTAGES.register("collective")
 def collective_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor,
-                         roles: torch.Tensor) -> torch.Tensor:
+                         roles: torch.Tensor, *, scale_rewards: str = "group") -> torch.Tensor:
     """RLCR's flat collective advantage.  [S] x 4 -> [S].
 
     The rollout's reward is normalised among the rollouts of its group, each rollout counted
     once (a 4-agent rollout is not 4 samples of the baseline): (r - mean) / (std + 1e-6),
     Bessel std; 0 for a constant group. The value is broadcast to every sequence of the
-    rollout, whatever its own reward: one number per rollout (invariant 4).
+    rollout, whatever its own reward: one number per rollout (invariant 4). `scale_rewards`
+    as in `grpo`.
     """
     _check(rewards, groups, rollouts, roles)
     reward, group, seq_to_rollout = _per_rollout(rewards, groups, rollouts)  # [R], [R], [S]
-    mean, std, _, flat = _segment_stats(reward, group)  # [R] each
-    adv = torch.where(flat, torch.zeros_like(reward), (reward - mean) / (std + EPS))  # [R]
-    return adv[seq_to_rollout]  # [S]
+    return _scaled(reward, reward, group, scale_rewards)[seq_to_rollout]  # [S]
+
+
+collective_advantage.options = ("scale_rewards",)
 
 
 @ADVANTAGES.register("grpo")
 def grpo_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor,
-                   roles: torch.Tensor) -> torch.Tensor:
+                   roles: torch.Tensor, *, scale_rewards: str = "group") -> torch.Tensor:
     """GRPO (Shao et al. 2024; verl `compute_grpo_outcome_advantage`).  [S] x 4 -> [S].
 
     The group mean and Bessel std are taken over the group's *rollouts* (each counted once,
     its reward the mean of its sequences'), and each sequence is scored with its *own*
-    reward: (r_s - mean) / (std + 1e-6).
+    reward: (r_s - mean) / (std + 1e-6). `scale_rewards` (TRL 1.10 GRPOTrainer semantics):
+    `group` divides by the group's std (above), `batch` by the std of all the step's rollout
+    rewards, `none` not at all: r_s - mean (Dr. GRPO). TRL adds 1e-4 to the std, here 1e-6.
 
     Honest note: when the reward is shared by every agent of a rollout — the collective
     reward this project trains on — this is exactly `collective`. It differs only when
@@ -133,9 +164,16 @@ def grpo_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.
     """
     _check(rewards, groups, rollouts, roles)
     reward, group, seq_to_rollout = _per_rollout(rewards, groups, rollouts)  # [R], [R], [S]
-    mean, std, _, flat = _segment_stats(reward, group)  # [R] each
-    mean, std, flat = mean[seq_to_rollout], std[seq_to_rollout], flat[seq_to_rollout]  # [S] each
-    return torch.where(flat, torch.zeros_like(rewards), (rewards - mean) / (std + EPS))  # [S]
+    if scale_rewards not in SCALES:
+        raise ValueError(f"scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
+    mean, std, _, flat = (x[seq_to_rollout] for x in _segment_stats(reward, group))  # [S] each
+    if scale_rewards == "batch":
+        std = _segment_stats(reward, torch.zeros_like(group))[1][seq_to_rollout]  # [S]
+    adv = rewards - mean if scale_rewards == "none" else (rewards - mean) / (std + EPS)  # [S]
+    return torch.where(flat, torch.zeros_like(rewards), adv)  # [S]
+
+
+grpo_advantage.options = ("scale_rewards",)
 
 
 @ADVANTAGES.register("rloo")
@@ -171,3 +209,67 @@ def per_role_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: to
     _, key = torch.unique(torch.stack([groups.long(), roles.long()], dim=1), dim=0, return_inverse=True)  # [S]
     mean, std, _, flat = _segment_stats(rewards, key)  # [S] each
     return torch.where(flat, torch.zeros_like(rewards), (rewards - mean) / (std + EPS))  # [S]
+
+
+@ADVANTAGES.register("contribution")
+def contribution_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor,
+                           roles: torch.Tensor, *, contribution: torch.Tensor | None = None,
+                           contribution_coef: float = 0.5, scale_rewards: str = "group") -> torch.Tensor:
+    """Credit beyond flat.  [S] x 4, contribution [S] -> [S].
+
+    A_s = (1 - beta) * collective_s + beta * z_s, where collective_s is the `collective`
+    advantage of the sequence's rollout and z_s the sequence's contribution score c_s
+    (rl/credit.py: the credit of items its agent decided, plus that of items others decided
+    with a verified result it had posted) normalised among all *sequences* of its group:
+    (c_s - mean) / (Bessel std + 1e-6), 0 when the group's contributions are all equal.
+    Within one rollout, agents that contributed more get more; across rollouts the team's
+    outcome still counts through the first term. beta = 0 is `collective` exactly.
+    """
+    _check(rewards, groups, rollouts, roles)
+    if contribution is None or contribution.shape != rewards.shape:
+        raise ValueError("the contribution estimator needs per-sequence contribution scores of shape "
+                         f"{tuple(rewards.shape)} (rl/batch.py collect_sequences fills them)")
+    flat_adv = collective_advantage(rewards, groups, rollouts, roles, scale_rewards=scale_rewards)  # [S]
+    c = contribution.to(rewards.dtype)  # [S]
+    mean, std, _, flat = _segment_stats(c, groups)  # [S] each, over the group's sequences
+    z = torch.where(flat, torch.zeros_like(c), (c - mean) / (std + EPS))  # [S]
+    return (1.0 - contribution_coef) * flat_adv + contribution_coef * z  # [S]
+
+
+contribution_advantage.options = ("contribution", "contribution_coef", "scale_rewards")
+
+
+def zero_spread(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor) -> torch.Tensor:
+    """Sequences whose group's rollout rewards are all equal (or a group of one rollout): bool [S]."""
+    reward, group, seq_to_rollout = _per_rollout(rewards, groups, rollouts)  # [R], [R], [S]
+    return _segment_stats(reward, group)[3][seq_to_rollout]  # [S]
+
+
+def compute_advantages(fn: AdvantageFn, cfg: RLConfig, rewards: torch.Tensor, groups: torch.Tensor,
+                       rollouts: torch.Tensor, roles: torch.Tensor, contribution: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """The trainer's call: (advantage [S], keep [S] bool, metrics).
+
+    Passes `fn` the options it lists in `fn.options`; a `rl.scale_rewards` other than `group`
+    for an estimator without that option is an error, not a silent no-op. With
+    `rl.drop_zero_spread_groups`, the sequences of groups without reward spread get `keep`
+    False (the trainer leaves them out of the update) and advantage 0; `adv/groups_dropped`
+    counts those groups and `adv/groups_dropped_frac` is their share of the step's groups.
+    """
+    wanted = getattr(fn, "options", ())
+    if cfg.scale_rewards != "group" and "scale_rewards" not in wanted:
+        raise ValueError(f"rl.scale_rewards={cfg.scale_rewards} but rl.advantage={cfg.advantage!r} has no "
+                         "scale_rewards option")
+    given = {"scale_rewards": cfg.scale_rewards, "contribution": contribution,
+             "contribution_coef": cfg.contribution_coef}
+    adv = fn(rewards, groups, rollouts, roles, **{k: given[k] for k in wanted if k in given})  # [S]
+    keep = torch.ones_like(rewards, dtype=torch.bool)  # [S]
+    metrics: dict[str, float] = {}
+    if cfg.drop_zero_spread_groups:
+        flat = zero_spread(rewards, groups, rollouts)  # [S]
+        keep = ~flat
+        adv = torch.where(keep, adv, torch.zeros_like(adv))  # [S]
+        n_groups = int(torch.unique(groups).numel())
+        dropped = int(torch.unique(groups[flat]).numel())
+        metrics = {"adv/groups_dropped": float(dropped), "adv/groups_dropped_frac": dropped / max(n_groups, 1)}
+    return adv, keep, metrics

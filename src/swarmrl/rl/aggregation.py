@@ -11,6 +11,8 @@ registry of denominators):
 - `seq_mean`:      w_s = 1 / (S * n_s)               every sequence equal (the original GRPO).
 - `role_balanced`: w_s = 1 / (R * n_role(s))         every role type gets total mass 1/R, split
                                                      by tokens inside the role.
+- `dr_grpo`:       w_s = 1 / (S * DR_GRPO_TOKENS)    a fixed divisor per token (Dr. GRPO, Liu et al.
+                                                     2025): a long sequence is not scaled down.
 
 A mode is a pure function `(n [S] float token counts, has [S] bool, roles [S] long) ->
 denom [S]` and w_s = 1 / denom_s where `has`; a `package.module:fn` or `path/file.py:fn`
@@ -58,6 +60,22 @@ def role_balanced(n: torch.Tensor, has: torch.Tensor, roles: torch.Tensor) -> to
     role_tokens = torch.zeros(g, dtype=n.dtype).index_add_(0, inv, n)  # [G]
     num_roles = (role_tokens > 0).sum().to(n.dtype)  # scalar: roles with any generated token
     return num_roles * role_tokens[inv]  # [S]
+
+
+# Dr. GRPO's constant L, the "max completion length". TRL 1.10 `loss_type="dr_grpo"` divides the
+# summed token losses by (completions x max_completion_length); verl 0.8 `seq-mean-token-sum-norm`
+# by `loss_scale_factor` (default: the padded response length). Any constant gives the same
+# direction; it only rescales the learning rate. 1024 covers one agent's generated tokens at the
+# defaults (sampler.max_turns_per_agent 12 x max_new_tokens_per_turn 64 = 768) and keeps
+# lr comparable with seq_mean there. For another constant, register your own denominator
+# (`lambda n, has, roles: has.sum() * L`, a plugin spec in rl.aggregation).
+DR_GRPO_TOKENS = 1024
+
+
+@AGGREGATIONS.register("dr_grpo")
+def dr_grpo(n: torch.Tensor, has: torch.Tensor, roles: torch.Tensor) -> torch.Tensor:
+    """A fixed per-token divisor: S * DR_GRPO_TOKENS, S = sequences with tokens (TRL's rows).  [S] -> [S]."""
+    return (has.sum().to(n.dtype) * DR_GRPO_TOKENS).expand_as(n)  # [S]
 
 
 def sequence_weights(token_counts: torch.Tensor, roles: torch.Tensor, mode: str,

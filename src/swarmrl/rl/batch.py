@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from swarmrl.collective.state import Rollout
+from swarmrl.rl.credit import agent_contributions
 
 
 @dataclass
@@ -24,16 +25,21 @@ class TrainSeq:
     rollout: int
     group: int = 0  # the problem: advantages are normalised among rollouts of the same group
     multiplicity: int = 1  # agents of this role in its rollout that generated tokens
+    contribution: float = 0.0  # the agent's verified contribution (rl/credit.py), for `contribution`
 
 
-def collect_sequences(rollouts: list[Rollout]) -> list[TrainSeq]:
-    """One sequence per agent that generated anything, in rollout then agent order."""
+def collect_sequences(rollouts: list[Rollout], task=None) -> list[TrainSeq]:
+    """One sequence per agent that generated anything, in rollout then agent order. `task`: the
+    run's task, so that contributions count results others used (rl/credit.py); None = the
+    items each agent decided only."""
     seqs = []
     for r in rollouts:
         active = [a for a in r.agents.values() if any(a.gen_mask)]
+        contrib = agent_contributions(r, task)
         for a in active:
             seqs.append(TrainSeq(list(a.ids), list(a.gen_mask), list(a.logprobs), 0.0, a.role, r.index, r.group,
-                                 multiplicity=sum(1 for b in active if b.role == a.role)))
+                                 multiplicity=sum(1 for b in active if b.role == a.role),
+                                 contribution=contrib[a.name]))
     return seqs
 
 

@@ -15,8 +15,19 @@ the two alternatives on any task:
 Latency of a rollout is `Rollout.finished_at`: the time its last item landed if every item
 was solved, the deadline if it was cut, else the end of its last turn (the team gave up).
 
+PARL-style staged rewards (Kimi K2.5's `r = l1 * r_parallel + l2 * r_finish + r_perf`), on
+top of any mode: `staged_scores` adds `lambda1(step) * r_inst + lambda2(step) * r_finish`, each
+coefficient annealed linearly to 0 (`anneal`), against serial collapse early (nobody spawned)
+and spurious parallelism later (spawned agents that do nothing):
+
+- r_inst (instantiation) = min(spawned, cap) / cap: agents created after the rollout started
+  (hires), at or before the deadline, over the org's expert cap (`Org.max_experts`); 0 when
+  the cap is 0.
+- r_finish = finished / spawned: spawned agents that took work and submitted every item they
+  took (an empty queue) before the deadline or their firing; 0 when nobody was spawned.
+
 The functions below are pure (tensors in, tensors out) so they are tested on hand numbers;
-`shaped_scores` is the one call the trainer makes.
+`staged_scores` is the one call the trainer makes (`shaped_scores` when both terms are off).
 """
 
 from __future__ import annotations
@@ -65,3 +76,47 @@ def shaped_scores(cfg: ShapingConfig, rollouts: Sequence[Rollout]) -> torch.Tens
     """The score the advantage is computed from, one per rollout [N]."""
     rewards, latencies = rollout_rewards(rollouts)  # [N], [N]
     return shape(cfg.mode, rewards, latencies, cfg.penalty_per_s)  # [N]
+
+
+def anneal(coef: float, start: int, end: int, step: int) -> float:
+    """coef until `start`, then linearly to 0 at `end`, 0 after it; `end` 0 = never annealed."""
+    if end == 0 or step <= start:
+        return coef
+    return coef * max(0.0, (end - step) / (end - start))
+
+
+def _spawned(r: Rollout) -> list:
+    """Agents created after the rollout began (hired), at or before its deadline."""
+    t0 = min(a.created_at for a in r.agents.values())
+    return [a for a in r.agents.values() if t0 < a.created_at <= r.time_limit]
+
+
+def staged_terms(rollouts: Sequence[Rollout]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(r_inst [N], r_finish [N]) of finished rollouts, both in [0, 1] (module docstring)."""
+    inst, fin = [], []
+    for r in rollouts:
+        spawned = _spawned(r)
+        cap = r.org.max_experts
+        inst.append(min(len(spawned), cap) / cap if cap > 0 else 0.0)
+        done = sum(1 for a in spawned if a.took and not a.queue)
+        fin.append(done / len(spawned) if spawned else 0.0)
+    return torch.tensor(inst, dtype=torch.float32), torch.tensor(fin, dtype=torch.float32)  # [N], [N]
+
+
+def staged_scores(cfg: ShapingConfig, rollouts: Sequence[Rollout], step: int
+                  ) -> tuple[torch.Tensor, dict[str, float]]:
+    """The score the advantage is computed from [N], and the staged terms' metrics: each
+    coefficient at this step (`shaping/instantiation_coef`, `shaping/finish_coef`), each term's
+    mean over the rollouts (`shaping/instantiation_mean`, `shaping/finish_mean`) and the mean
+    reward it added (`shaping/instantiation_bonus`, `shaping/finish_bonus`)."""
+    scores = shaped_scores(cfg, rollouts)  # [N]
+    if not (cfg.instantiation_coef or cfg.finish_coef):
+        return scores, {}
+    l1 = anneal(cfg.instantiation_coef, cfg.instantiation_anneal_start, cfg.instantiation_anneal_end, step)
+    l2 = anneal(cfg.finish_coef, cfg.finish_anneal_start, cfg.finish_anneal_end, step)
+    inst, fin = staged_terms(rollouts)  # [N], [N]
+    mean = lambda x: float(x.mean()) if x.numel() else 0.0  # noqa: E731
+    metrics = {"shaping/instantiation_coef": l1, "shaping/finish_coef": l2,
+               "shaping/instantiation_mean": mean(inst), "shaping/finish_mean": mean(fin),
+               "shaping/instantiation_bonus": l1 * mean(inst), "shaping/finish_bonus": l2 * mean(fin)}
+    return scores + l1 * inst + l2 * fin, metrics  # [N]

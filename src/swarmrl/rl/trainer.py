@@ -25,10 +25,11 @@ from swarmrl.diagnostics.collective import collective_metrics, team_size_histogr
 from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.policy.device import model_device, peak_memory_metrics
 from swarmrl.policy.model import Policy
-from swarmrl.rl.batch import collect_sequences
+from swarmrl.rl.advantages import compute_advantages
+from swarmrl.rl.batch import TrainSeq, collect_sequences
 from swarmrl.rl.curriculum import time_limit_at
 from swarmrl.rl.evaluate import evaluate
-from swarmrl.rl.shaping import deadline_s, shaped_scores
+from swarmrl.rl.shaping import deadline_s, staged_scores
 from swarmrl.sandbox import check_infra_errors
 from swarmrl.seeds import rng_for, seed_for
 
@@ -60,18 +61,9 @@ class Trainer:
         #    grader failed (infra_error) is not a zero: it is left out of the loss and counted.
         keep, infra_rate = check_infra_errors(rollouts, cfg.sandbox.max_infra_error_rate)  # raises past the threshold
         usable = [r for r, k in zip(rollouts, keep) if k]
-        seqs = collect_sequences(usable)
-        score_of = dict(zip([r.index for r in usable], shaped_scores(cfg.shaping, usable).tolist()))
-        rewards = torch.tensor([score_of[s.rollout] for s in seqs])  # [S]
-        groups = torch.tensor([s.group for s in seqs])  # [S]
-        rollout_ids = torch.tensor([s.rollout for s in seqs])  # [S]
-        roles = torch.tensor([self.role_ids[s.role] for s in seqs])  # [S]
-
         # 3. Advantage: one scalar per sequence (flat over its tokens; `collective` makes it
-        #    the same for every agent of a rollout).
-        advantages = self.advantage_fn(rewards, groups, rollout_ids, roles)  # [S]
-        for s, a in zip(seqs, advantages.tolist()):
-            s.advantage = a
+        #    the same for every agent of a rollout). Both steps in `credit`.
+        seqs, score_of, credit_metrics = self.credit(step, usable)
 
         # 4-5. Loss and update (per-role gradient norms on diagnostic steps).
         measure = cfg.rl.role_grad_interval > 0 and step % cfg.rl.role_grad_interval == 0
@@ -92,6 +84,7 @@ class Trainer:
         metrics["infra_error_rate"] = infra_rate
         metrics["team_size_hist"] = team_size_histogram(rollouts, cfg.workflow.max_experts + 1)
         metrics.update(update_metrics)
+        metrics.update(credit_metrics)
         metrics.update(distributed_metrics)
         outputs, signatures = role_output_metrics(rollouts)
         metrics.update(outputs)
@@ -105,6 +98,24 @@ class Trainer:
         metrics.update(peak_memory_metrics(model_device(self.policy.model)))  # gpu/peak_mem_gb on CUDA
         self.step_idx += 1
         return metrics, rollouts
+
+    def credit(self, step: int, usable: list[Rollout]) -> tuple[list[TrainSeq], dict[int, float], dict[str, float]]:
+        """Steps 2-3 of `step`: the sequences to train on with their advantages set, each rollout's
+        score, and the metrics of the PARL staged terms (rl/shaping.py) and of the groups
+        `rl.drop_zero_spread_groups` left out (rl/advantages.py `compute_advantages`)."""
+        seqs = collect_sequences(usable, task=self.task)  # with each agent's verified contribution
+        scores, shaping_metrics = staged_scores(self.cfg.shaping, usable, step)  # [N]
+        score_of = dict(zip([r.index for r in usable], scores.tolist()))
+        rewards = torch.tensor([score_of[s.rollout] for s in seqs])  # [S]
+        groups = torch.tensor([s.group for s in seqs])  # [S]
+        rollout_ids = torch.tensor([s.rollout for s in seqs])  # [S]
+        roles = torch.tensor([self.role_ids[s.role] for s in seqs])  # [S]
+        contribution = torch.tensor([s.contribution for s in seqs])  # [S]
+        advantages, kept, adv_metrics = compute_advantages(self.advantage_fn, self.cfg.rl, rewards, groups,
+                                                           rollout_ids, roles, contribution)  # [S], [S]
+        for s, a in zip(seqs, advantages.tolist()):
+            s.advantage = a
+        return [s for s, k in zip(seqs, kept.tolist()) if k], score_of, {**shaping_metrics, **adv_metrics}
 
     def deadline(self, step: int) -> float:
         """Step `step`'s deadline: the curriculum's under RLCR shaping, the safety cap under penalty / none."""

@@ -1,0 +1,79 @@
+"""Verified contributions per agent: what the `contribution` estimator credits (rl/advantages.py).
+
+Under the flat collective advantage every agent of a rollout gets the rollout's score, so an
+expert that solved nothing is reinforced exactly like the one that solved everything. Who did
+what is in the rollout's record; this module reads it. An agent's contribution is
+
+    c = (sum of the credit of the items it decided correctly
+         + sum of the credit of the items *another* agent decided correctly after having received
+           a verified result from it that the item used) / K
+
+counting only items decided at or before the deadline (what `Rollout.score` counts); credit
+is `Rollout.item_scores` (1.0 for a plain correct answer) and K the problem's item count.
+
+- **Decided**: `Rollout.solved_by`, the agent whose submission decided the item (grading.py).
+- **Verified result**: a (item i, value v) that the task's `learn` reads in a message the agent
+  sent, where v is the answer of the correct submission that decided item i. A wrong claim
+  earns nothing.
+- **Received**: the message was delivered to the solver of item j (`MessageBus.inbox`, so
+  channel membership at delivery counts) at or before the start of the turn whose
+  submission decided j.
+- **Used**: item j's rendering depends on the result of item i: `task.render_item(problem, j,
+  {i: v})` differs from `task.render_item(problem, j, {})` (arith: i is j's dependency, filled
+  into j's desk line). A solver that decided item i itself gets no helper credit for it, and
+  each (helper, item j) pair counts once however many messages carried the result.
+
+Without a task (or where `render_item` ignores what is known: math, code) only decided items
+count. Messages from the workflow router (sender `wf`, not an agent) never earn credit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swarmrl.collective.state import Rollout
+
+
+def _turn_start(r: Rollout, agent: str, end: float) -> float:
+    """Start of `agent`'s turn that ended at `end` (a submission lands at its turn's end)."""
+    starts = [t.start for t in r.turns if t.agent == agent and t.end == end]
+    return min(starts) if starts else end
+
+
+def _uses(task: Any, r: Rollout, item: int, dep: int, value: str) -> bool:
+    """Item `item`'s rendering depends on the result of item `dep` (stated as `value`)."""
+    return dep != item and task.render_item(r.problem, item, {dep: value}) != task.render_item(r.problem, item, {})
+
+
+def _helpers(r: Rollout, task: Any, item: int, solver: str, verified: dict[int, str]) -> set[str]:
+    """Agents (other than the solver) whose verified result reached the solver before it decided
+    `item` and which `item` used."""
+    start = _turn_start(r, solver, r.solved[item])
+    out = set()
+    for m in r.bus.inbox(solver, float("-inf"), start):
+        if m.sender == solver or m.sender not in r.agents or m.sender in out:
+            continue
+        stated = task.learn(r.problem, m.text)  # {item: value} as claimed
+        if any(i in verified and v.strip() == verified[i] and r.solved_by.get(i) != solver
+               and _uses(task, r, item, i, verified[i]) for i, v in stated.items()):
+            out.add(m.sender)
+    return out
+
+
+def agent_contributions(r: Rollout, task: Any = None) -> dict[str, float]:
+    """Contribution score of every agent of the rollout (module docstring); 0.0 for an agent that
+    contributed nothing. `task`: the run's task (for `learn` and `render_item`), or None for
+    decided items only."""
+    k = r.problem.num_items
+    out = {name: 0.0 for name in r.agents}
+    credit = {i: r.item_scores.get(i, 1.0) for i, t in r.solved.items() if t <= r.time_limit}
+    for i, c in credit.items():
+        if r.solved_by.get(i) in out:
+            out[r.solved_by[i]] += c / k
+    if task is None:
+        return out
+    verified = {s["item"]: str(s["answer"]).strip() for s in r.submissions if s.get("final") and s.get("correct")}
+    for j, c in credit.items():
+        for helper in _helpers(r, task, j, r.solved_by.get(j, ""), verified):
+            out[helper] += c / k
+    return out
