@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# GPU check of the vLLM engine (sampler.engine=vllm). Needs a CUDA GPU; NOT run on the CPU
-# machines this project is developed on.
+# GPU check: a real model through vLLM and the GPU learner, end to end, in one command and at most
+# 10 minutes on one H100/H200. Needs a CUDA GPU; NOT run on the CPU machines this project is
+# developed on.
+#
+#     bash benchmarks/gpu_check.sh [MODEL] [OUT_DIR]
+#
+# MODEL: a model directory you downloaded (or a hub id already in the HF cache); default
+# $SWARMRL_GPU_MODEL, else Qwen/Qwen3-0.6B. OUT_DIR: default runs/gpu_check.
 #
 # 1. installs the `vllm` extra into .venv (scripts/setup.sh first if there is no .venv);
-# 2. trains 3 steps of the voting workflow with an isolated (per-role LoRA) policy and the
-#    tiny model through vLLM (every role's adapter served by one engine, adapters published
-#    to it after each update);
-# 3. trains the same 3 steps with the hf engine and prints both samplers' generated
-#    tokens per second (metrics.jsonl `tokens_per_s`, rollout phase only).
-#
-#     bash benchmarks/gpu_check.sh [OUT_DIR]
+# 2. the GPU unit tests of placement (tests/policy/test_device.py, marked `gpu`);
+# 3. 3 RLCR steps (workflow org, task math on the builtin `champ` problems, shared policy,
+#    gradient checkpointing) from configs/recipes/rlcr_math_qwen3_1.7b.yaml, scaled down;
+# 4. 3 Voting steps with isolated policies (one LoRA adapter per role, all served by one vLLM
+#    engine) from configs/recipes/workflows_math_qwen3_0.6b.yaml, scaled down;
+#    both with sampler.engine=vllm, model.protocol=chat, model.device=auto (the GPU);
+# 5. prints tokens/s, step time and peak GPU memory per run (metrics.jsonl) and exits non-zero
+#    on any failure (a run past its time budget counts as one).
+# SWARMRL_GPU_CHECK_FULL=1 also runs the vLLM engine tests (tests/distributed, marked `gpu`;
+# a few more minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-runs/gpu_check}
+MODEL=${1:-${SWARMRL_GPU_MODEL:-Qwen/Qwen3-0.6B}}
+OUT=${2:-runs/gpu_check}
 PY=.venv/bin/python
 
 nvidia-smi -L || { echo "gpu_check: no NVIDIA GPU visible" >&2; exit 1; }
@@ -20,24 +30,34 @@ nvidia-smi -L || { echo "gpu_check: no NVIDIA GPU visible" >&2; exit 1; }
 # vllm pins its own CUDA torch: install it as the extra says (not torch by itself).
 $PY -m pip install -q --disable-pip-version-check -e ".[vllm,dev]"
 $PY -c "import torch, vllm; assert torch.cuda.is_available(); print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.get_device_name(0))"
+echo "gpu_check: model $MODEL -> $OUT"
 
-COMMON=(configs/tiny_test.yaml workflow.name=voting policy.sharing=isolated policy.lora_rank=8
-        rl.steps=3 rl.problems_per_step=4 rl.rollouts_per_problem=4 eval.val_interval=0 run.progress=false)
-$PY -m swarmrl.cli pretrain configs/tiny_test.yaml
-for engine in vllm hf; do
-  $PY -m swarmrl.cli train "${COMMON[@]}" sampler.engine=$engine --out "$OUT/$engine" --overwrite
-done
-# tiny vLLM check beside training: log-probs returned by vLLM match the learner's recomputation
-$PY -m pytest -q -m gpu tests/distributed
+timeout 120 $PY -m pytest -q -p no:cacheprovider -m gpu tests/policy/test_device.py
+if [ "${SWARMRL_GPU_CHECK_FULL:-0}" = 1 ]; then
+  timeout 300 $PY -m pytest -q -p no:cacheprovider -m gpu tests/distributed
+fi
+
+# Small on purpose: 2 problems x 4 rollouts, short turns; what is checked is that every part runs
+# on the GPU (vLLM sampling, weight sync, the bf16 learner), not what the model learns.
+SMALL=("model.name_or_path=$MODEL" task.dataset=champ rl.steps=3 rl.problems_per_step=2
+       rl.rollouts_per_problem=4 sampler.max_new_tokens_per_turn=384 model.max_context_tokens=4096
+       eval.val_interval=0 run.progress=false run.checkpoint_every=0 run.samples_per_step=2)
+timeout 270 $PY -m swarmrl.cli train recipes/rlcr_math_qwen3_1.7b "${SMALL[@]}" workflow.max_experts=2 \
+  time_limit.start=120 time_limit.end=120 --out "$OUT/rlcr" --overwrite
+timeout 240 $PY -m swarmrl.cli train recipes/workflows_math_qwen3_0.6b "${SMALL[@]}" workflow.name=voting \
+  policy.sharing=isolated rl.lr=1.0e-5 sampler.max_turns_per_agent=2 --out "$OUT/voting_isolated" --overwrite
 
 $PY - "$OUT" <<'PY'
-import json, sys, pathlib
+import json, math, pathlib, sys
 out = pathlib.Path(sys.argv[1])
-rate = {}
-for engine in ("vllm", "hf"):
-    rows = [json.loads(l) for l in (out / engine / "metrics.jsonl").read_text().splitlines() if l.strip()]
-    assert len(rows) == 3, f"{engine}: {len(rows)} steps"
-    rate[engine] = sum(r["tokens_per_s"] for r in rows[1:]) / max(len(rows) - 1, 1)  # step 0 includes engine warm-up
-    print(f"{engine:5s} tokens/s per step: {[round(r['tokens_per_s'], 1) for r in rows]}  score_mean: {[round(r['score_mean'], 3) for r in rows]}")
-print(f"sampler tokens/s (steps 1-2): vllm {rate['vllm']:.1f}  hf {rate['hf']:.1f}  ratio {rate['vllm'] / rate['hf']:.2f}x")
+for run in ("rlcr", "voting_isolated"):
+    rows = [json.loads(l) for l in (out / run / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    assert len(rows) == 3, f"{run}: {len(rows)} steps, expected 3"
+    for r in rows:
+        assert math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"]), f"{run} step {r['step']}: loss {r['loss']}"
+        assert r.get("gpu/peak_mem_gb", 0) > 0, f"{run} step {r['step']}: no gpu/peak_mem_gb (the learner is not on the GPU)"
+    print(f"{run:16s} tokens/s {[round(r['tokens_per_s'], 1) for r in rows]}  step_s {[round(r['step_s'], 1) for r in rows]}  "
+          f"peak GPU GB {[round(r['gpu/peak_mem_gb'], 2) for r in rows]}  pad_fraction "
+          f"{[round(r.get('learner/pad_fraction', float('nan')), 3) for r in rows]}  score {[round(r['score_mean'], 3) for r in rows]}")
 PY
+echo "gpu_check: OK in ${SECONDS}s"
