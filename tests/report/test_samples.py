@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
+from swarmrl.diagnostics.collective import at_limit, snapshot_metrics
 from swarmrl.report.samples import deliveries, item_labels, read_samples, sample_files
-from tests.report.scripted_run import WORKFLOWS, org_rollouts, workflow_rollout
+from swarmrl.scenarios import GraphScenario
+from swarmrl.tasks.arith_roles import WorkflowScriptedActor
+from swarmrl.workflows.graph import preset
+from tests.collective.runtime_helpers import END, TOK
+from tests.report.scripted_run import WORKFLOWS, _runtime, org_rollouts, workflow_rollout
 
 
 def test_org_row_has_first_contexts_labels_deliveries_and_events():
@@ -58,3 +65,13 @@ def test_read_samples_skips_and_names_a_corrupt_line(tmp_path):
     skipped = []
     assert [r["index"] for r in read_samples(d / "step_0002.jsonl", skipped)] == [0, 1]
     assert skipped[0].startswith(f"{d / 'step_0002.jsonl'}:2: invalid JSON") and ":3: not a JSON object" in skipped[1]
+
+
+def test_fixed_workflow_team_size_counts_every_role_once():
+    """at_limit: a workflow has no CEO, so its staffed roles are the whole team (not 1 + roles)."""
+    rt = _runtime(k=4, dep=0.0)
+    (p,) = rt.task.sample(np.random.default_rng(0), 1)
+    r = rt.new_rollout(0, 0, p, 30.0, 0, scenario=GraphScenario(preset("voting")))
+    rt.run([r], WorkflowScriptedActor(TOK, END, seed=0), seed=0)
+    m = snapshot_metrics([at_limit(r, r.time_limit)])
+    assert m["team_size_mean"] == m["team_active_mean"] == len(r.agents) == r.scenario.team_size(r) == 4

@@ -55,6 +55,7 @@ class Snapshot:
     turns: int  # LLM calls started before the limit (they run to the end either way)
     generated_tokens: int  # tokens those calls generated
     prefill_tokens: int  # new prompt tokens those calls processed
+    base_team: int = 1  # agents there before any join: the CEO (1), or none in a fixed workflow (0)
     critical_steps: int = 0  # longest chain of causally dependent turns started before the limit
 
 
@@ -110,10 +111,12 @@ def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | No
     msgs = [m for m in r.bus.messages if m.sent_at <= L]
     reads = [e for e in r.bus.audit if e["action"] == "read" and e["outcome"] == "ok" and e["time"] <= L]
     tok = count_tokens or (lambda _text: 0)
-    # Team size over time: +1 at each hire, -1 at each fire, both before L.
+    # Team size over time: +1 at each hire, -1 at each fire, both before L. The CEO is there
+    # from the start; a fixed workflow has no CEO, and its roles, staffed at t=0, count as joins.
+    base = 1 if any(a.role == "ceo" for a in r.agents.values()) else 0
     events = sorted([(a.created_at, 1) for a in r.agents.values() if a.role != "ceo" and a.created_at <= L]
                     + [(a.fired_at, -1) for a in r.agents.values() if a.fired_at is not None and a.fired_at <= L])
-    size, peak = 1, 1
+    size = peak = base
     for _, d in events:
         size += d
         peak = max(peak, size)
@@ -129,7 +132,7 @@ def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | No
         direct_tokens=sum(tok(m.text) for m in msgs if m.kind == "direct"),
         channel_tokens=sum(tok(m.text) for m in msgs if m.kind == "channel"),
         archive_reads=len(reads), archive_messages=sum(int(e.get("returned", 0)) for e in reads),
-        hired=sum(d > 0 for _, d in events), fired=sum(d < 0 for _, d in events), peak_team=peak,
+        hired=sum(d > 0 for _, d in events), fired=sum(d < 0 for _, d in events), peak_team=peak, base_team=base,
         turns=len(turns), generated_tokens=sum(t.generated_tokens for t in turns),
         prefill_tokens=sum(t.new_prompt_tokens for t in turns), critical_steps=critical_steps(r, L))
 
@@ -155,7 +158,7 @@ def snapshot_metrics(snaps: list[Snapshot]) -> dict[str, float]:
         "archive_messages_read_per_rollout": _mean([s.archive_messages for s in snaps]),
         "team_hired_per_rollout": _mean([s.hired for s in snaps]),
         "team_fired_per_rollout": _mean([s.fired for s in snaps]),
-        "team_active_mean": _mean([1 + s.hired - s.fired for s in snaps]),
+        "team_active_mean": _mean([s.base_team + s.hired - s.fired for s in snaps]),
         "team_size_mean": _mean([s.peak_team for s in snaps]),
         "generated_tokens_per_rollout": _mean([s.generated_tokens for s in snaps]),
         "prefill_tokens_per_rollout": _mean([s.prefill_tokens for s in snaps]),

@@ -120,11 +120,14 @@ def _score_figure(rows: list[dict], path: Path) -> Path | None:
     x = steps(rows)
     fig = Figure(figsize=(8, 4.5))
     ax = fig.add_subplot()
+    # Without latency shaping reward_mean equals score_mean: drawn dashed and wider on top, so
+    # both curves (and both legend entries) stay visible where they coincide.
+    style = {"score_mean": {"linestyle": "-", "linewidth": 1.5}, "reward_mean": {"linestyle": "--", "linewidth": 2.5}}
     for key in main:
         y = series(rows, key)
-        line = ax.plot(x, y, alpha=0.35, label=key)[0]
+        line = ax.plot(x, y, alpha=0.35, label=key, **style[key])[0]
         ax.plot(x, rolling_mean(y), color=line.get_color(),
-                label=f"{key} (rolling {ROLLING_WINDOW})")
+                label=f"{key} (rolling {ROLLING_WINDOW})", **style[key])
     ax.set_xlabel("step")
     ax.set_ylabel("score / reward")
     ax.grid(alpha=0.3)
