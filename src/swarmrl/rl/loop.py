@@ -114,8 +114,22 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     if isinstance(trainer.policies, SharedPolicies):  # last: a complete final/ marks a finished run
         save_run_policy(trainer.policy, run.final_dir, step=trainer.step_idx)
     else:  # per-role weights: the final checkpoint holds every adapter / model copy
-        log(f"final per-role weights ({trainer.policies.sharing}): {latest_checkpoint(run.path)}")
+        log(f"final per-role weights ({trainer.policies.sharing}): {_write_role_final(run)}")
     return run
+
+
+def _write_role_final(run: RunDir) -> Path:
+    """final/ of a run with per-role weights: a copy of its last checkpoint (every adapter or
+    model copy, verified by the checkpoint's manifest), so final/ marks a finished run whatever
+    the sharing and `load_trained_policy(run / "final")` loads every role."""
+    ckpt = latest_checkpoint(run.path)
+    if ckpt is None:
+        raise CheckpointError(f"{run.path}: no checkpoint to write final/ from")
+    staged = run.path / f".{FINAL_DIR}.tmp_{os.getpid()}"
+    shutil.rmtree(staged, ignore_errors=True)
+    shutil.copytree(ckpt, staged)
+    move_into_place(staged, run.final_dir)
+    return run.final_dir
 
 
 def _open_new(cfg: Config, out: Path, init_policy: Path | None, overwrite: bool) -> tuple[RunDir, Trainer]:
@@ -237,5 +251,7 @@ def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | Po
         try:
             policies.load_state_tensors(load_checkpoint(ckpt).tensors, str(ckpt))
         except KeyError as e:
+    elif path.name == FINAL_DIR and (path / "manifest.json").exists():  # final/ of a per-role run
+        run_dir, ckpt = path.parent, path
             raise CheckpointError(str(e.args[0])) from e
     return (policy if isinstance(policies, SharedPolicies) else policies), run_cfg
