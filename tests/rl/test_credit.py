@@ -1,0 +1,49 @@
+"""Verified contributions per agent (rl/credit.py) on the hand-built timeline of team_timeline.py,
+and their way into TrainSeq through collect_sequences."""
+
+from __future__ import annotations
+
+import pytest
+
+from swarmrl.config import TaskConfig
+from swarmrl.rl.batch import collect_sequences
+from swarmrl.rl.credit import agent_contributions
+from swarmrl.tasks.arith import ArithTask
+from team_timeline import team_rollout
+
+TASK = ArithTask(TaskConfig(items_per_problem=4))
+
+
+def test_contributions_by_hand():
+    # K = 4, every item worth 1/4.
+    # e1: decided A (1/4) + its verified "A=3" reached e2 before e2 decided B, which uses A (1/4)
+    # e2: decided B and D; ceo: decided C ("C=6" reached e2 after B's turn started, D uses nothing)
+    # e3: its "A=5" is wrong (A's deciding answer is 3): nothing
+    assert agent_contributions(team_rollout(), TASK) == {"ceo": 0.25, "e1": 0.5, "e2": 0.5, "e3": 0.0}
+
+
+def test_without_a_task_only_decided_items_count():
+    assert agent_contributions(team_rollout()) == {"ceo": 0.25, "e1": 0.25, "e2": 0.5, "e3": 0.0}
+
+
+def test_items_after_the_deadline_and_late_messages_count_nothing():
+    r = team_rollout()
+    r.time_limit = 3.5  # D (decided at 4.0) no longer counts
+    assert agent_contributions(r, TASK) == {"ceo": 0.25, "e1": 0.5, "e2": 0.25, "e3": 0.0}
+    r = team_rollout()
+    r.turns[4].start = 2.05  # e2 decides B in a turn that started before "A=3" arrived (2.1)
+    assert agent_contributions(r, TASK)["e1"] == 0.25
+
+
+def test_partial_credit_scales_both_terms():
+    r = team_rollout()
+    r.item_scores[2] = 0.5  # B earned half credit: e2 and its helper e1 each get 0.5 / 4 for it
+    got = agent_contributions(r, TASK)
+    assert got["e1"] == pytest.approx(0.25 + 0.125) and got["e2"] == pytest.approx(0.125 + 0.25)
+
+
+def test_collect_sequences_fills_the_contribution():
+    seqs = collect_sequences([team_rollout()], task=TASK)
+    assert [(s.role, s.contribution) for s in seqs] == [("ceo", 0.25), ("expert", 0.5), ("expert", 0.5),
+                                                        ("expert", 0.0)]
+    assert [s.contribution for s in collect_sequences([team_rollout()])] == [0.25, 0.25, 0.5, 0.0]
