@@ -383,3 +383,12 @@ def test_version_flag(capsys):
         main(["--version"])
     assert e.value.code == 0
     assert output(capsys).strip() == f"swarmrl {swarmrl.__version__}" == "swarmrl 0.1.0"
+
+
+def test_train_help_lists_config_keys_and_overrides(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "key=value" in out and "docs/config.md" in out
+    assert "rl.{steps," in out and "run.{" in out and "loggers" in out

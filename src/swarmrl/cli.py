@@ -108,8 +108,11 @@ def cmd_demo(args, console: Console) -> int:
     console.print(f"score at {limit:g} s: warm start {before['score_mean']:.3f} -> trained {after['score_mean']:.3f} "
                   f"(team size {before['team_size_mean']:.2f} -> {after['team_size_mean']:.2f}, "
                   f"messages/rollout {before['messages_per_rollout']:.1f} -> {after['messages_per_rollout']:.1f})")
+    from swarmrl.report.html import write_report
+    report = write_report(run.path).path
     console.print(f"run directory: {run.path}\nplots: {run.path / 'plots'}\n"
-                  f"summary: {run.path / 'demo_summary.json'}   wall time {summary['wall_s']:.0f} s")
+                  f"summary: {run.path / 'demo_summary.json'}   wall time {summary['wall_s']:.0f} s\n"
+                  f"report (metrics and the swarm timeline; open it in a browser): {report}", soft_wrap=True)
     return 0
 
 
@@ -180,6 +183,26 @@ def cmd_sweep(args, console: Console) -> int:
     return 0
 
 
+def _config_keys_epilog() -> str:
+    """`train --help`'s list of config keys, one line per section, from the typed config."""
+    import dataclasses
+    import textwrap
+    lines = ["config overrides: key=value after the command, e.g. rl.steps=80 sampler.temperature=0.7",
+             "run.loggers=jsonl,tensorboard,wandb. Every key with its type, default and meaning:",
+             "docs/config.md (the documentation site's Config reference). Keys by section:", ""]
+    top = []
+    for f in dataclasses.fields(Config):
+        section = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(section):
+            keys = ", ".join(g.name for g in dataclasses.fields(section))
+            lines += textwrap.wrap(f"{f.name}.{{{keys}}}", 100, initial_indent="  ", subsequent_indent="    ")
+        else:
+            top.append(f.name)
+    if top:
+        lines += textwrap.wrap(", ".join(top), 100, initial_indent="  ", subsequent_indent="    ")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="swarmrl", description=__doc__)
     ap.add_argument("--version", action="version", version=f"swarmrl {__version__}")
@@ -188,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", nargs="?", default=DEMO_CONFIG)
     p.add_argument("--force", action="store_true", help="retrain even if cached")
     p.set_defaults(fn=cmd_pretrain)
-    p = sub.add_parser("train", help="RL training; writes a run directory")
+    p = sub.add_parser("train", help="RL training; writes a run directory", epilog=_config_keys_epilog(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("config", nargs="?", default=None)
     p.add_argument("--out", help="run directory to create")
     p.add_argument("--init", help="initial policy dir (default: the cached warm start, or model.name_or_path)")
