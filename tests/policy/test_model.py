@@ -66,3 +66,11 @@ def test_run_policy_manifest_catches_a_flipped_byte(tmp_path):
     (d / "swarmrl_manifest.json").unlink()
     with pytest.raises(CheckpointError, match="swarmrl_manifest.json missing"):
         load_run_policy(d)
+
+
+def test_a_tokenizer_bigger_than_the_embedding_is_refused(tmp_path):
+    p = build_tiny_policy(TINY)
+    p.tokenizer.add_tokens(["<extra-1>", "<extra-2>"])  # two ids past the model's embedding rows
+    save_policy(p, tmp_path / "m")
+    with pytest.raises(ModelLoadError, match="tokenizer has .* tokens but the model's embedding has .* rows"):
+        load_policy(tmp_path / "m")

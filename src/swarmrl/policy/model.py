@@ -84,6 +84,10 @@ def load_policy(name_or_path: str | Path, dtype: str = "float32") -> Policy:
                 f"cannot load model '{name_or_path}': not a local model directory and the hub is "
                 f"not reachable from here ({e.__class__.__name__})") from e
         raise
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:  # ids past the embedding would index out of range mid-rollout
+        raise ModelLoadError(f"{name_or_path}: the tokenizer has {len(tokenizer)} tokens but the model's embedding "
+                             f"has {rows} rows: tokenizer and weights do not belong together")
     return _wrap(model, tokenizer)
 
 
