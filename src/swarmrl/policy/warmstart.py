@@ -29,9 +29,12 @@ import torch
 
 from swarmrl.build import check_plugins, make_runtime
 from swarmrl.collective import handlers as handlers_module
+from swarmrl.collective import protocol as protocol_module
+from swarmrl.collective import tools as tools_module
 from swarmrl.collective import runtime as runtime_module
 from swarmrl.config import Config, ConfigError
 from swarmrl.paths import cache_dir
+from swarmrl.policy import chat as chat_module
 from swarmrl.policy import model as model_module
 from swarmrl.policy import tokenizer as tokenizer_module
 from swarmrl.policy.model import Policy, build_tiny_policy, save_policy
@@ -45,8 +48,9 @@ from swarmrl.tasks import TASKS, arith, arith_items, arith_roles, arith_scripts
 from swarmrl.workflows import graph as workflow_graph
 
 # The code that produces the demonstrations: its source is part of the cache key.
-_DEMO_CODE = (arith, arith_items, arith_scripts, arith_roles, runtime_module, handlers_module, tokenizer_module,
-              model_module, workflow_graph, scenario_base, scenario_org, scenario_graph)
+_DEMO_CODE = (arith, arith_items, arith_scripts, arith_roles, runtime_module, handlers_module, protocol_module,
+              tools_module, chat_module, tokenizer_module, model_module, workflow_graph, scenario_base, scenario_org,
+              scenario_graph)
 
 
 def warmstart_key(cfg: Config) -> str:
