@@ -25,6 +25,7 @@ TORCH = os.environ.get("SWARMRL_TORCH", "2.13.0")
 PIP = ["-m", "pip", "install", "-q", "--disable-pip-version-check"]  # as scripts/setup.sh
 PRESETS = ("swarmrl/configs/rlcr_arith.yaml", "swarmrl/configs/tiny_test.yaml",
            "swarmrl/configs/experiments/latency_shaping.yaml", "swarmrl/configs/sweeps/workflow_grid.yaml")
+REPORT_ASSETS = tuple(f"swarmrl/report/assets/{n}" for n in ("report.html", "report.css", "metrics.js", "timeline.js"))
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -71,6 +72,7 @@ def test_wheel_ships_the_presets_and_metadata(wheel):
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = z.read(meta).decode()
     assert set(PRESETS) <= names, sorted(n for n in names if "/configs/" in n)
+    assert set(REPORT_ASSETS) <= names, sorted(n for n in names if "/report/" in n)  # report.html's template
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "License-Expression: Apache-2.0" in metadata
     assert "Classifier: Development Status :: 3 - Alpha" in metadata
