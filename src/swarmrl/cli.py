@@ -1,7 +1,7 @@
-"""`swarmrl` command line: pretrain, train, eval, scale, experiment, sweep, demo, report.
+"""`swarmrl` command line: pretrain, train, eval, scale, experiment, sweep, demo, report, view.
 
 A thin layer over the Python API (swarmrl/api.py): each command parses its flags, calls one
-API function (or one library function: demo, experiment, sweep, report) and prints.
+API function (or one library function: demo, experiment, sweep, report, view) and prints.
 """
 
 from __future__ import annotations
@@ -134,6 +134,21 @@ def cmd_report(args, console: Console) -> int:
     return 0
 
 
+def cmd_view(args, console: Console) -> int:
+    """The report served on 127.0.0.1, rebuilt on every load (a training run's new steps show)."""
+    import threading
+    from swarmrl.report.serve import start_server
+    server = start_server(Path(args.run), port=args.port, refresh_s=args.refresh)
+    console.print(f"report of {args.run}: http://127.0.0.1:{server.server_address[1]}/  (Ctrl-C stops)")
+    try:
+        threading.Event().wait()  # serve until interrupted
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+    return 0
+
+
 def _floats(text: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",") if x.strip()]
@@ -256,6 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write the HTML (default RUN/report.html)")
     p.add_argument("--no-png", action="store_true", help="skip the PNGs in RUN/plots/")
     p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("view", help="serve a run's report on 127.0.0.1, rebuilt on each load (while it trains)")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any free port)")
+    p.add_argument("--refresh", type=float, default=30.0, help="seconds between page reloads (0: never)")
+    p.set_defaults(fn=cmd_view)
     return ap
 
 
