@@ -183,3 +183,16 @@ def test_a_failed_before_config_leaves_no_config(tmp_path):
     assert not (tmp_path / "run" / "config.yaml").exists()
     with pytest.raises(FileNotFoundError, match="train --out"):
         RunDir.open_for_resume(tmp_path / "run")
+
+
+def test_overwrite_removes_report_and_logger_outputs_but_not_foreign_files(tmp_path):
+    rd = RunDir.create(tmp_path / "run", {"a": 1})
+    (rd.path / "report.html").write_text("old")
+    (rd.path / "tensorboard").mkdir()
+    (rd.path / "tensorboard" / "events.out.tfevents.1.host.1.0").write_text("old")
+    (rd.path / "tensorboard" / "notes.txt").write_text("mine")
+    (rd.path / "wandb" / "offline-run-x").mkdir(parents=True)
+    (rd.path / "wandb" / "wandb_run_id").write_text("abc")
+    RunDir.create(rd.path, {"a": 2}, overwrite=True)
+    assert not (rd.path / "report.html").exists() and not (rd.path / "wandb").exists()
+    assert [p.name for p in (rd.path / "tensorboard").iterdir()] == ["notes.txt"]
