@@ -20,8 +20,8 @@ is `Rollout.item_scores` (1.0 for a plain correct answer) and K the problem's it
   submission decided j.
 - **Used**: item j's rendering depends on the result of item i: `task.render_item(problem, j,
   {i: v})` differs from `task.render_item(problem, j, {})` (arith: i is j's dependency, filled
-  into j's desk line). A solver that decided item i itself gets no helper credit for it, and
-  each (helper, item j) pair counts once however many messages carried the result.
+  into j's desk line). When the solver of j decided item i itself, nobody is a helper through
+  i; each (helper, item j) pair counts once however many messages carried the result.
 
 Without a task (or where `render_item` ignores what is known: math, code) only decided items
 count. Messages from the workflow router (sender `wf`, not an agent) never earn credit.
