@@ -45,6 +45,7 @@ def check_plugins(cfg: Config) -> None:
     if cfg.rl.smaller_caps_fraction and not (scenario.hires and scenario.team_cap(None) >= 1):
         raise ConfigError(f"rl.smaller_caps_fraction needs a scenario that hires (workflow.name=org) with "
                           f"max_experts >= 1: only a CEO who hires has a cap (workflow.name={cfg.workflow.name})")
+    frozen_roles(cfg)
     get_advantage(cfg.rl.advantage)
     make_loss(cfg.rl)
     AGGREGATIONS.get(cfg.rl.aggregation)
@@ -92,14 +93,44 @@ def max_experts_for(cfg: Config) -> int:
 
 
 def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
-    """One policy slot per role type of the scenario (or one shared slot).
+    """One policy slot per role type of the scenario (or one shared slot); `policy.frozen_roles`
+    marks slots that never train (and `policy.frozen_init` gives them other weights).
     LoRA A matrices are drawn from torch's global RNG: seeded here (without disturbing the
     caller's stream) so that the same config gives the same adapters in any process."""
     with torch.random.fork_rng():
         torch.manual_seed(cfg.seed)
-        return sharing.make_policy_set(policy, cfg.policy.sharing, make_scenario(cfg).role_types(),
-                                       lora_rank=cfg.policy.lora_rank, lora_alpha=cfg.policy.lora_alpha,
-                                       lora_targets=cfg.policy.lora_targets, temperature=cfg.sampler.temperature)
+        policies = sharing.make_policy_set(policy, cfg.policy.sharing, make_scenario(cfg).role_types(),
+                                           lora_rank=cfg.policy.lora_rank, lora_alpha=cfg.policy.lora_alpha,
+                                           lora_targets=cfg.policy.lora_targets, temperature=cfg.sampler.temperature)
+    policies.frozen = frozenset(frozen_roles(cfg))
+    if cfg.policy.frozen_init:
+        from swarmrl.policy.model import load_policy
+        other = load_policy(cfg.policy.frozen_init, cfg.model.dtype).model.state_dict()
+        for slot in policies.frozen:
+            sharing.load_weights(policies.policies[slot].model, other, f"policy.frozen_init={cfg.policy.frozen_init}")
+    return policies
+
+
+def frozen_roles(cfg: Config) -> list[str]:
+    """`policy.frozen_roles`, checked against the scenario and the sharing mode (ConfigError)."""
+    roles = [r.strip() for r in cfg.policy.frozen_roles.split(",") if r.strip()]
+    if cfg.policy.frozen_init and not roles:
+        raise ConfigError("policy.frozen_init is set but policy.frozen_roles is empty: name the roles it plays")
+    if not roles:
+        return []
+    types = make_scenario(cfg).role_types()
+    if unknown := [r for r in roles if r not in types]:
+        raise ConfigError(f"policy.frozen_roles: workflow {cfg.workflow.name} has no role {unknown[0]!r} "
+                          f"(its roles: {', '.join(types)})")
+    if set(roles) >= set(types):
+        raise ConfigError(f"policy.frozen_roles={cfg.policy.frozen_roles}: every role would be frozen; nothing trains")
+    if cfg.policy.sharing == "shared":
+        raise ConfigError("policy.frozen_roles needs a policy per role type (policy.sharing=isolated or "
+                          "isolated_full): under shared one set of weights plays every role")
+    if cfg.policy.frozen_init and cfg.policy.sharing != "isolated_full":
+        raise ConfigError("policy.frozen_init needs policy.sharing=isolated_full (a full model copy per role); "
+                          "under isolated a frozen role plays the base model")
+    return roles
 
 
 def rollout_parts(cfg: Config, policy: Policy) -> tuple[Runtime, PolicySet]:
@@ -210,5 +241,5 @@ def eval_problems(cfg: Config, task, n: int):
     return task.sample(rng_for("eval_problems", cfg.task.eval_seed), n)
 
 
-__all__ = ["RunParts", "build_run", "check_hardware", "check_plugins", "eval_problems", "make_policy_set", "make_runtime",
+__all__ = ["RunParts", "build_run", "check_hardware", "check_plugins", "eval_problems", "frozen_roles", "make_policy_set", "make_runtime",
            "max_experts_for", "new_rollouts", "place_policy", "rollout_parts", "step_caps"]

@@ -91,6 +91,15 @@ class PolicyConfig:
     """isolated: LoRA scaling numerator (scale = alpha / rank)."""
     lora_targets: str = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
     """isolated: comma-separated module names that get adapters."""
+    frozen_roles: str = ""
+    """Comma-separated role types whose policy never trains: their tokens carry no gradient and
+    their weights stay as they started. `expert` under the org = orchestrator-only training (Kimi's
+    Agent Swarm: the CEO learns, the sub-agents are frozen). Needs a policy per role type
+    (`isolated`: a frozen adapter is the untouched base model; `isolated_full`: a frozen copy).
+    Empty: every role trains."""
+    frozen_init: str = ""
+    """isolated_full: a model directory (same architecture and tokenizer) whose weights the
+    frozen roles play instead of the initial policy (a given checkpoint or a separate model)."""
 
 
 @dataclass

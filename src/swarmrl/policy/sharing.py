@@ -82,6 +82,12 @@ class PolicySet(metaclass=_ByMode):
         """The LoRA adapter a sampler row of `role` runs through (None: the model as it is)."""
         return None
 
+    frozen: frozenset = frozenset()  # slots that never train (policy.frozen_roles; set by build.py)
+
+    def trains(self, role: str) -> bool:
+        """Do this role's tokens carry gradient? False for a frozen slot's roles."""
+        return self.slot(role) not in self.frozen
+
     def parameters(self, slot: str) -> list[torch.nn.Parameter]:
         """What the slot's optimizer updates."""
         return list(self.policies[slot].model.parameters())
@@ -284,6 +290,11 @@ def make_policy_set(policy: Policy, sharing: str, role_types: list[str], lora_ra
         return cls(policy, role_types, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
                    temperature=temperature)
     return cls(policy, role_types, temperature=temperature)
+
+
+def load_weights(model: torch.nn.Module, sd: dict[str, torch.Tensor], source: str) -> None:
+    """Copy a state dict into a model of the same architecture (KeyError naming `source` if not)."""
+    _load(model, sd, source)
 
 
 def _load(model: torch.nn.Module, sd: dict[str, torch.Tensor], source: str) -> None:
