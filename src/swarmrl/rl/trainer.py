@@ -65,9 +65,11 @@ class Trainer:
         #    the same for every agent of a rollout). Both steps in `credit`.
         seqs, score_of, credit_metrics = self.credit(step, usable)
 
-        # 4-5. Loss and update (per-role gradient norms on diagnostic steps).
+        # 4-5. Loss and update (per-role gradient norms on diagnostic steps). Frozen roles'
+        #      tokens (policy.frozen_roles: orchestrator-only training) carry no gradient.
         measure = cfg.rl.role_grad_interval > 0 and step % cfg.rl.role_grad_interval == 0
-        update_metrics = self.updater.update(seqs, step, measure_roles=measure)
+        trained = [s for s in seqs if self.policies.trains(s.role)]
+        update_metrics = self.updater.update(trained, step, measure_roles=measure)
 
         # 6. Metrics, per-role diagnostics and detectors.
         #    Collective metrics over the full-cap rollouts: with `smaller_caps_fraction` the
