@@ -255,6 +255,10 @@ def compute_advantages(fn: AdvantageFn, cfg: RLConfig, rewards: torch.Tensor, gr
     `rl.drop_zero_spread_groups`, the sequences of groups without reward spread get `keep`
     False (the trainer leaves them out of the update) and advantage 0; `adv/groups_dropped`
     counts those groups and `adv/groups_dropped_frac` is their share of the step's groups.
+    DAPO (verl's `filter_groups`) drops a group when the std of its rewards is 0 and then
+    samples more groups to refill the batch; here nothing is re-sampled (a step's rollouts are
+    a function of (seed, step)), and a group of one rollout (the others lost to infra errors)
+    is dropped too, where verl keeps it: its advantage is 0 under every built-in estimator.
     """
     wanted = getattr(fn, "options", ())
     if cfg.scale_rewards != "group" and "scale_rewards" not in wanted:
