@@ -46,6 +46,7 @@ def check_plugins(cfg: Config) -> None:
         raise ConfigError(f"rl.smaller_caps_fraction needs a scenario that hires (workflow.name=org) with "
                           f"max_experts >= 1: only a CEO who hires has a cap (workflow.name={cfg.workflow.name})")
     frozen_roles(cfg)
+    check_groups(cfg, scenario)
     get_advantage(cfg.rl.advantage)
     make_loss(cfg.rl)
     AGGREGATIONS.get(cfg.rl.aggregation)
@@ -109,6 +110,19 @@ def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
         for slot in policies.frozen:
             sharing.load_weights(policies.policies[slot].model, other, f"policy.frozen_init={cfg.policy.frozen_init}")
     return policies
+
+
+def check_groups(cfg: Config, scenario) -> None:
+    """`workflow.groups` > 1 needs a task with a `variant` hook and at least as many agents as groups."""
+    g = cfg.workflow.groups
+    if g == 1:
+        return
+    if not hasattr(TASKS.get(cfg.task.name), "variant"):
+        raise ConfigError(f"workflow.groups={g}: task {cfg.task.name!r} has no `variant(problem, k)` hook, so "
+                          "its groups would all see the same problem; add one or set workflow.groups=1")
+    if g > scenario.max_team_size():
+        raise ConfigError(f"workflow.groups={g} is more than the {scenario.max_team_size()} agents a "
+                          f"{cfg.workflow.name} team can have: some groups would stay empty")
 
 
 def frozen_roles(cfg: Config) -> list[str]:

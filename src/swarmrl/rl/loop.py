@@ -30,6 +30,7 @@ from swarmrl.report.plots import plot_run
 from swarmrl.report.samples import sample_row
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.build import check_hardware, make_policy_set
+from swarmrl.distributed.torchrun import is_writer
 from swarmrl.rl.trainer import Trainer
 from swarmrl.runs.loggers import Loggers, parse_loggers
 from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
@@ -53,12 +54,20 @@ def _sample_rows(trainer: Trainer, rollouts, cfg: Config) -> list[dict]:
     return [sample_row(r, decode, trainer.task.parse_item) for r in rollouts[:k]]
 
 
-def save_trainer_checkpoint(run: RunDir, trainer: Trainer) -> Path:
-    """Every slot's weights (the shared model, each role's adapter or model copy) and optimizer."""
+def save_trainer_checkpoint(run: RunDir, trainer: Trainer) -> Path | None:
+    """Every slot's weights (the shared model, each role's adapter or model copy) and optimizer.
+    A sharded learner gathers them whole (every rank calls this); only rank 0 writes (else None)."""
+    learner = trainer.parts.learner
+    if learner is None:
+        tensors, optims = trainer.policies.state_tensors(), trainer.updater.state_dict()
+    else:
+        tensors, optims = learner.full_state(trainer.policies, trainer.updater.optimizers)
+    if not is_writer():
+        return None
     return save_checkpoint(
         run.path, trainer.step_idx,
-        tensors=trainer.policies.state_tensors(),
-        optimizers={f"optim_{slot}": sd for slot, sd in trainer.updater.state_dict().items()},
+        tensors=tensors,
+        optimizers={f"optim_{slot}": sd for slot, sd in optims.items()},
         state={"next_step": trainer.step_idx, "rng": capture_rng(), "sharing": trainer.policies.sharing,
                "detectors": trainer.detectors.state_dict()})
 
@@ -66,14 +75,20 @@ def save_trainer_checkpoint(run: RunDir, trainer: Trainer) -> Path:
 def restore_trainer(trainer: Trainer, ckpt: Path | Checkpoint) -> None:
     ckpt = ckpt if isinstance(ckpt, Checkpoint) else load_checkpoint(ckpt)
     ckpt_path = ckpt.path
-    try:
-        trainer.policies.load_state_tensors(ckpt.tensors, str(ckpt_path))
-    except KeyError as e:
-        raise CheckpointError(str(e.args[0])) from e
-    for slot, opt in trainer.updater.optimizers.items():
+    for slot in trainer.updater.optimizers:
         if f"optim_{slot}" not in ckpt.optimizers:
             raise CheckpointError(f"{ckpt_path}: no optimizer state for '{slot}' (has {sorted(ckpt.optimizers)})")
-        opt.load_state_dict(ckpt.optimizers[f"optim_{slot}"])
+    optims = {slot: ckpt.optimizers[f"optim_{slot}"] for slot in trainer.updater.optimizers}
+    try:
+        if trainer.parts.learner is None:
+            trainer.policies.load_state_tensors(ckpt.tensors, str(ckpt_path))
+            for slot, opt in trainer.updater.optimizers.items():
+                opt.load_state_dict(optims[slot])
+        else:  # every rank reads the whole checkpoint and keeps its shard (any strategy wrote it)
+            trainer.parts.learner.load_full_state(trainer.policies, trainer.updater.optimizers, ckpt.tensors,
+                                                  optims, str(ckpt_path))
+    except KeyError as e:
+        raise CheckpointError(str(e.args[0])) from e
     trainer.detectors.load_state_dict(ckpt.state.get("detectors", {}))
     trainer.step_idx = int(ckpt.state["next_step"])
     restore_rng(ckpt.state["rng"])
@@ -82,8 +97,9 @@ def restore_trainer(trainer: Trainer, ckpt: Path | Checkpoint) -> None:
 # Keys a resume may change: where rollouts run, not what is trained (checkpoints hold every
 # slot's weights whatever the backend, so a run moves between local and Ray freely), and
 # rl.steps, which only moves the end: step s does not depend on it; model.device: a checkpoint
-# holds CPU tensors and loads onto any device (runs/checkpoint.py).
-RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads", "rl.steps", "model.device")
+# holds CPU tensors and loads onto any device (runs/checkpoint.py); learner.*: a checkpoint holds
+# the full weights and optimizer state whatever the strategy (distributed/sharding.py).
+RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads", "rl.steps", "model.device", "learner.")
 
 
 def resume_config(run_cfg: dict, overrides: list[str] | None) -> Config:
@@ -100,7 +116,9 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     With resume=True, `out` must be an existing run: its resolved config is used (with
     `resume_overrides`, e.g. `distributed.backend=local` or a larger `rl.steps`) and training
     continues after its newest valid checkpoint (from step 0 if there is none yet).
+    Under torchrun (learner.strategy ddp | fsdp) every rank trains; rank 0 alone writes and logs.
     """
+    log = log if is_writer() else (lambda *a, **k: None)
     if resume:
         run, trainer = _open_resumed(Path(out), log, resume_overrides)
     else:
@@ -110,9 +128,13 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
         _train_steps(trainer.cfg, run, trainer)
     finally:
         trainer.close()  # Ray workers (and a cluster the backend started) go away with the run
+    if not is_writer():
+        return run
     plot_run(run.path)
     if isinstance(trainer.policies, SharedPolicies):  # last: a complete final/ marks a finished run
-        save_run_policy(trainer.policy, run.final_dir, step=trainer.step_idx)
+        # A sharded learner's model may be sharded: its last checkpoint holds the whole of it.
+        final = trainer.policy if trainer.parts.learner is None else load_trained_policy(run.path, trainer.cfg.model.dtype)[0]
+        save_run_policy(final, run.final_dir, step=trainer.step_idx)
     else:  # per-role weights: the final checkpoint holds every adapter / model copy
         log(f"final per-role weights ({trainer.policies.sharing}): {_write_role_final(run)}")
     return run
@@ -136,6 +158,8 @@ def _open_new(cfg: Config, out: Path, init_policy: Path | None, overwrite: bool)
     if init_policy is None:
         raise ValueError("train needs an initial policy (warm start dir or model path)")
     torch.set_num_threads(cfg.run.threads)
+    if not is_writer():  # another rank of a sharded learner: rank 0 creates the run directory
+        return RunDir(out), Trainer(cfg, load_policy(init_policy, cfg.model.dtype))
     policy = load_policy(init_policy, cfg.model.dtype)
     made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -163,7 +187,7 @@ def _open_new(cfg: Config, out: Path, init_policy: Path | None, overwrite: bool)
 
 
 def _open_resumed(out: Path, log, overrides: list[str] | None) -> tuple[RunDir, Trainer]:
-    run = RunDir.open_for_resume(out)
+    run = RunDir.open_for_resume(out) if is_writer() else RunDir(out)
     run_cfg = run.read_config()
     cfg = resume_config(run_cfg, overrides)
     torch.set_num_threads(cfg.run.threads)  # the run's own, not the caller's default
@@ -174,9 +198,10 @@ def _open_resumed(out: Path, log, overrides: list[str] | None) -> tuple[RunDir, 
         if ckpt is not None:
             restore_trainer(trainer, ckpt)
         _check_not_finished(run, cfg, trainer)
-        if run_cfg.get("rl", {}).get("steps") != cfg.rl.steps:  # later resumes keep the new end
+        if is_writer() and run_cfg.get("rl", {}).get("steps") != cfg.rl.steps:  # later resumes keep the new end
             run.write_config({**run_cfg, "rl": {**run_cfg.get("rl", {}), "steps": cfg.rl.steps}})
-        run.truncate_metrics(trainer.step_idx)
+        if is_writer():
+            run.truncate_metrics(trainer.step_idx)
     except BaseException:
         trainer.close()
         raise
@@ -210,7 +235,18 @@ def _final_step(run: RunDir) -> int | None:
         return None
 
 
+def _checkpoint_due(cfg: Config, trainer: Trainer) -> bool:
+    return trainer.step_idx == cfg.rl.steps or bool(cfg.run.checkpoint_every and
+                                                    trainer.step_idx % cfg.run.checkpoint_every == 0)
+
+
 def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
+    if not is_writer():  # a sharded learner's other ranks: the same steps and collectives, no writes
+        while trainer.step_idx < cfg.rl.steps:
+            trainer.step()
+            if _checkpoint_due(cfg, trainer):
+                save_trainer_checkpoint(run, trainer)
+        return
     sinks = Loggers.open(cfg.run.loggers, run.path, cfg.to_dict(), start_step=trainer.step_idx,
                          wandb_project=cfg.run.wandb_project, wandb_mode=cfg.run.wandb_mode)
     with sinks, TrainProgress(cfg.rl.steps, enabled=cfg.run.progress, start_step=trainer.step_idx) as progress:
@@ -222,8 +258,7 @@ def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
             run.write_samples(step, samples)
             sinks.log(step, metrics, samples)
             progress.update(step + 1, metrics)
-            last = trainer.step_idx == cfg.rl.steps
-            if last or (cfg.run.checkpoint_every and trainer.step_idx % cfg.run.checkpoint_every == 0):
+            if _checkpoint_due(cfg, trainer):
                 save_trainer_checkpoint(run, trainer)
                 if cfg.run.keep_checkpoints:
                     prune_checkpoints(run.path, cfg.run.keep_checkpoints)
@@ -238,6 +273,8 @@ def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | Po
     path = Path(path)
     if (path / "config.yaml").exists() and (path / MODEL_DIR).exists():  # a run directory
         run_dir, ckpt = path, latest_checkpoint(path)
+    elif path.name == FINAL_DIR and (path / "manifest.json").exists():  # final/ of a per-role run
+        run_dir, ckpt = path.parent, path
     elif (path / "manifest.json").exists():  # a checkpoint dir inside a run
         run_dir, ckpt = path.parent.parent, path
     elif (path / POLICY_MANIFEST).exists() or (path.parent / "config.yaml").exists():  # final/, model/
@@ -251,7 +288,5 @@ def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | Po
         try:
             policies.load_state_tensors(load_checkpoint(ckpt).tensors, str(ckpt))
         except KeyError as e:
-    elif path.name == FINAL_DIR and (path / "manifest.json").exists():  # final/ of a per-role run
-        run_dir, ckpt = path.parent, path
             raise CheckpointError(str(e.args[0])) from e
     return (policy if isinstance(policies, SharedPolicies) else policies), run_cfg

@@ -34,16 +34,19 @@ class Updater:
     mixed_precision: str = "no"
 
     def __init__(self, cfg: RLConfig, policies: PolicySet, loss_fn, pad_id: int, seed: int, *,
-                 temperature: float = 1.0):
+                 temperature: float = 1.0, sharding=None):
         """`temperature`: the sampler's (cfg.sampler.temperature). Log-probs of the policy and of
         the reference, and the entropy, are those of softmax(logits / temperature), the
-        distribution the behaviour log-probs come from."""
+        distribution the behaviour log-probs come from. `sharding`: a sharded learner
+        (distributed/sharding.py `ShardedLearner`, learner.strategy ddp | fsdp) whose ranks each
+        backpropagate a share of every minibatch; None: this process trains alone."""
         self.cfg = cfg
         self.policies = policies
         self.loss_fn = loss_fn
         self.pad_id = pad_id
         self.seed = seed
         self.temperature = temperature
+        self.sharding = sharding
         self.optimizers = {slot: torch.optim.AdamW(policies.parameters(slot), lr=cfg.lr, weight_decay=cfg.weight_decay)
                            for slot in policies.slots}
 
@@ -110,6 +113,8 @@ class Updater:
         micro-batches, slots and minibatches), whatever the aggregation."""
         for model in self.policies.modules():
             model.train()
+        if self.sharding is not None:
+            self.sharding.begin_update()
         order = rng_for("minibatch_order", self.seed, step).permutation(len(seqs))
         out: dict[str, float] = {}
         totals: dict[str, float] = {}
@@ -118,23 +123,22 @@ class Updater:
         parts = [p for p in np.array_split(order, self.cfg.minibatches_per_step) if len(p)]
         for k, part in enumerate(parts):
             mb = [seqs[i] for i in part]
-            w = self.weights(mb)  # [S_mb]
+            w = self.weights(mb)  # [S_mb], over the whole minibatch (on every rank of a sharded learner)
             if measure_roles and k == 0 and isinstance(self.policies, SharedPolicies):
                 for role in sorted({s.role for s in mb}):  # one extra backward per role
                     self._zero()
-                    sel = [i for i, s in enumerate(mb) if s.role == role]
-                    self.backward([mb[i] for i in sel], w[sel])
-                    role_norms.setdefault(role, []).append(grad_norm(self.policies.parameters("shared")))
+                    self._backward_share(mb, w, [i for i, s in enumerate(mb) if s.role == role])
+                    params = [p for g in self.optimizers["shared"].param_groups for p in g["params"]]
+                    role_norms.setdefault(role, []).append(
+                        grad_norm(params) if self.sharding is None else self.sharding.grad_norm(params))
             self._zero()
-            for key, v in self.backward(mb, w, stats if k == 0 else None).items():
+            for key, v in self._backward_share(mb, w, list(range(len(mb))), stats if k == 0 else None).items():
                 totals[key] = totals.get(key, 0.0) + v
-            for slot, opt in self.optimizers.items():
-                norm = float(torch.nn.utils.clip_grad_norm_(self.policies.parameters(slot), self.cfg.grad_clip))
-                out["grad_norm"] = out.get("grad_norm", 0.0) + norm / len(parts)
-                if not isinstance(self.policies, SharedPolicies) and any(self.policies.slot(s.role) == slot for s in mb):
-                    role_norms.setdefault(slot, []).append(norm)  # a role absent this step has no norm, not 0
-                opt.step()
+            self._clip_and_step(mb, len(parts), out, role_norms)
         self._zero()
+        if self.sharding is not None:  # the ranks' sums: the whole step's metrics, the same on every rank
+            totals, stats = self.sharding.sum_tree(totals), self.sharding.sum_tree(stats)
+            self.sharding.gather()  # fsdp: full weights again, for sampling
         for model in self.policies.modules():  # back to sampling mode once, not per decode step
             model.eval()
         out.update(pool_metrics(totals, len(parts)))
@@ -145,6 +149,26 @@ class Updater:
             out[f"role/{role}/grad_norm"] = float(np.mean(norms))
         out["adv_abs_mean"] = float(np.mean([abs(s.advantage) for s in seqs])) if seqs else 0.0
         return out
+
+    def _backward_share(self, mb: list[TrainSeq], w: torch.Tensor, sel: list[int],
+                        stats: dict | None = None) -> dict[str, float]:
+        """The gradient of the minibatch's sequences `sel` (w [S_mb]: the whole minibatch's weights):
+        all of it in one process; under a sharded learner this rank's share, summed over the ranks."""
+        if self.sharding is None:
+            return self.backward([mb[i] for i in sel], w[sel], stats)
+        return self.sharding.backward(self, mb, w, sel, stats)
+
+    def _clip_and_step(self, mb: list[TrainSeq], minibatches: int, out: dict, role_norms: dict) -> None:
+        """Clip each slot's gradient to rl.grad_clip (its global norm: over every rank's shard under
+        fsdp) and step that slot's optimizer."""
+        for slot, opt in self.optimizers.items():
+            params = [p for g in opt.param_groups for p in g["params"]]  # fsdp: the sharded parameters
+            norm = (float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)) if self.sharding is None
+                    else self.sharding.clip(params, self.cfg.grad_clip))
+            out["grad_norm"] = out.get("grad_norm", 0.0) + norm / minibatches
+            if not isinstance(self.policies, SharedPolicies) and any(self.policies.slot(s.role) == slot for s in mb):
+                role_norms.setdefault(slot, []).append(norm)  # a role absent this step has no norm, not 0
+            opt.step()
 
     def _zero(self) -> None:
         for opt in self.optimizers.values():

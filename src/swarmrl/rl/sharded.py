@@ -1,0 +1,56 @@
+"""The pure parts of a sharded learner (learner.strategy ddp | fsdp): who backpropagates what.
+
+Every rank holds the whole step (distributed/torchrun.py gathers the rollouts), so every rank
+computes the same advantages and the same per-token weights over the WHOLE minibatch
+(rl/aggregation.py). The loss of a minibatch is a weighted sum over its sequences, so the sum
+over ranks of each rank's partial loss (its share of the sequences, with those global weights)
+is exactly the minibatch loss, and the sum of the ranks' gradients is its gradient. Nothing
+here communicates: these functions decide the shares, identically on every rank.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+
+def token_share(lengths: list[int], rank: int, world: int) -> list[int]:
+    """The indices (ascending) of the sequences rank `rank` of `world` backpropagates: balanced
+    by tokens, so no rank waits long for the slowest at the gradient reduction.
+
+    Longest first, each to the rank with the fewest tokens so far (ties: the lower rank; equal
+    lengths: the lower index), so the split depends on the lengths alone and every rank
+    computes the same one."""
+    if not 0 <= rank < world:
+        raise ValueError(f"rank {rank} is not in 0..{world - 1}")
+    loads = [(0, r) for r in range(world)]  # (tokens so far, rank): a heap
+    mine: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        tokens, r = heapq.heappop(loads)
+        if r == rank:
+            mine.append(i)
+        heapq.heappush(loads, (tokens + lengths[i], r))
+    return sorted(mine)
+
+
+def contiguous_share(n: int, rank: int, world: int) -> list[int]:
+    """Indices 0..n-1 split into `world` contiguous blocks (np.array_split's sizes): rank
+    `rank`'s block. Used for rollout shards, so each rank runs whole, adjacent problem groups."""
+    if not 0 <= rank < world:
+        raise ValueError(f"rank {rank} is not in 0..{world - 1}")
+    return np.array_split(np.arange(n), world)[rank].tolist()
+
+
+def sum_tree(trees: list[dict]) -> dict:
+    """Key-wise sum of nested dicts of floats (e.g. every rank's loss sums, or its per-role token
+    sums): a key missing from one dict counts as 0. Summed in rank order, so every rank gets the
+    same floats."""
+    out: dict = {}
+    for tree in trees:
+        for k, v in tree.items():
+            if isinstance(v, dict):
+                out[k] = sum_tree([out.get(k, {}), v])
+            else:
+                out[k] = out.get(k, 0.0) + v
+    return out

@@ -1,0 +1,82 @@
+"""A sharded update (learner.strategy ddp | fsdp, 2 gloo processes) equals the one-process update.
+
+Both compute the weights of every token over the whole minibatch; the ranks backpropagate
+disjoint shares and SUM their gradients, so the only difference is the order of float
+additions (and the micro-batch shapes each rank forms). Tolerances, for one step of 2
+minibatches at the default rl.lr:
+
+- weights: max |a - b| / max |b| over each checkpoint group (the whole model, or one role's
+  adapter) <= 1e-6; per tensor it is at most ~4e-7 for the shared model;
+- the step itself, per tensor: max |dw_a - dw_b| / max |dw_b| <= 1e-5, and the same for the
+  AdamW moments. Measured ~1e-6: Adam divides each gradient element by its own magnitude, so
+  an element whose gradient nearly cancels turns a last-bit difference into a visible one.
+  LoRA B matrices start at zero, so for them this is also the per-tensor weight difference.
+
+Metrics: tests/conftest.py METRIC_RTOL / METRIC_ATOL. Run with -s to see the numbers.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sharded_worker import one_update, setup, update_in_processes
+
+CASES = [("ddp", "shared"), ("fsdp", "shared"), ("ddp", "isolated"), ("fsdp", "isolated")]
+WEIGHT_REL, STEP_REL = 1e-6, 1e-5
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory) -> dict:
+    return update_in_processes(CASES, tmp_path_factory.mktemp("sharded"))
+
+
+def rel_gap(a: dict, b: dict, base: dict | None = None) -> tuple[float, str]:
+    """The largest per-tensor max|a - b| / max|b - base| over the names of b, and its name
+    (base None: relative to b itself)."""
+    assert a.keys() == b.keys(), sorted(a.keys() ^ b.keys())
+    worst, name = 0.0, ""
+    for k in b:
+        assert a[k].shape == b[k].shape, k
+        scale = (b[k].double() - (base[k].double() if base is not None else 0.0)).abs().max()
+        gap = float((a[k].double() - b[k].double()).abs().max() / scale.clamp_min(1e-30))
+        if gap > worst:
+            worst, name = gap, k
+    return worst, name
+
+
+def group_gap(a: dict, b: dict) -> float:
+    """max |a - b| / max |b| over a whole checkpoint group."""
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in b) / max(
+        float(b[k].double().abs().max()) for k in b)
+
+
+def moments(optims: dict) -> dict:
+    return {f"{slot}/{i}/{k}": v for slot, sd in optims.items() for i, st in sd["state"].items()
+            for k, v in st.items() if k != "step"}
+
+
+@pytest.mark.parametrize("strategy,sharing", CASES)
+def test_one_sharded_update_equals_the_single_process_update(sharded, strategy, sharing, run_match):
+    metrics, upd, policies = one_update(sharing)
+    got = sharded[(strategy, sharing)]
+    ref = {g: {n: t.detach().clone() for n, t in sd.items()} for g, sd in policies.state_tensors().items()}
+    init = setup(sharing)[1].state_tensors()
+    assert got["tensors"].keys() == ref.keys()
+    moved = max(float((ref[g][n] - init[g][n]).abs().max()) for g in ref for n in ref[g])
+    assert moved > 1e-4, f"the update must really move the weights (moved {moved:.3g})"
+    for group in ref:
+        gap = group_gap(got["tensors"][group], ref[group])
+        step_gap, name = rel_gap(got["tensors"][group], ref[group], init[group])
+        print(f"{strategy}/{sharing} {group}: relative weight difference {gap:.3g}, "
+              f"relative step difference {step_gap:.3g} ({name})")
+        assert gap <= WEIGHT_REL, f"{strategy}/{sharing} {group}: relative weight difference {gap:.3g} > {WEIGHT_REL}"
+        assert step_gap <= STEP_REL, \
+            f"{strategy}/{sharing} {group}/{name}: relative step difference {step_gap:.3g} > {STEP_REL}"
+    gap, name = rel_gap(moments(got["optims"]), moments(upd.state_dict()))
+    print(f"{strategy}/{sharing}: relative AdamW moment difference {gap:.3g} ({name})")
+    assert gap <= STEP_REL, f"{strategy}/{sharing} optimizer {name}: relative difference {gap:.3g} > {STEP_REL}"
+    # The padding of the micro-batches each rank formed from its own share, not a training quantity.
+    drop = ("learner/pad_fraction",)
+    run_match.metrics({k: v for k, v in got["metrics"].items() if k not in drop},
+                      {k: v for k, v in metrics.items() if k not in drop})
