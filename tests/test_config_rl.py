@@ -20,6 +20,7 @@ def test_defaults_leave_the_menu_off():
     (["rl.scale_rewards=batch", "rl.advantage=rloo"], "rl.scale_rewards=batch applies"),
     (["rl.scale_rewards=bogus"], "scale_rewards"),
     (["rl.advantage=contribution", "workflow.name=single"], "per-agent contributions"),
+    (["rl.advantage=leave_one_out", "workflow.name=single"], "per-agent contributions"),
 ])
 def test_bad_menu_settings_fail_at_load(override, match):
     with pytest.raises(ConfigError, match=match):

@@ -27,6 +27,7 @@ _LOWER_BOUNDS: list[tuple[str, float, bool, str]] = [
     ("task.eval_seed", 0, False, "numpy seeds are non-negative"),
     ("workflow.generators", 1, False, "a multiplicity"),
     ("workflow.workers", 1, False, "a multiplicity"),
+    ("workflow.groups", 1, False, "1 = no groups"),
     ("policy.lora_rank", 1, False, ""),
     ("policy.lora_alpha", 0, True, "0 would switch the adapters off"),
     ("model.hidden_size", 1, False, ""),
@@ -153,7 +154,7 @@ def _cross_checks(cfg: Config) -> list[tuple[bool, str]]:
 
 
 # Estimators that take `rl.scale_rewards` (rl/advantages.py `options`); a plugin spec may too.
-_SCALING_ESTIMATORS = ("grpo", "collective", "contribution")
+_SCALING_ESTIMATORS = ("grpo", "collective", "contribution", "leave_one_out")
 # Built-in workflows whose team is staffed at the start: nobody is spawned during a rollout.
 _FIXED_TEAMS = ("single", "voting", "eval_opt", "orch_workers")
 
@@ -171,8 +172,8 @@ def _rl_menu_checks(cfg: Config) -> list[tuple[bool, str]]:
         (rl.scale_rewards == "group" or rl.advantage in _SCALING_ESTIMATORS or ":" in rl.advantage,
          f"rl.scale_rewards={rl.scale_rewards} applies to rl.advantage in {list(_SCALING_ESTIMATORS)}, "
          f"not {rl.advantage!r}"),
-        (rl.advantage != "contribution" or cfg.workflow.name != "single",
-         "rl.advantage=contribution needs per-agent contributions; workflow.name=single has one agent "
+        (rl.advantage not in ("contribution", "leave_one_out") or cfg.workflow.name != "single",
+         f"rl.advantage={rl.advantage} needs per-agent contributions; workflow.name=single has one agent "
          "(use collective or grpo)"),
     ]
     for term in ("instantiation", "finish"):

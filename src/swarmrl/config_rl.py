@@ -51,7 +51,8 @@ class RLConfig:
     """Rollouts of each problem (the group that the advantage is normalised within)."""
     advantage: str = "collective"
     """Advantage estimator (registry in rl/advantages.py). Built-in: `collective`, `grpo`, `rloo`,
-    `per_role`; `package.module:fn` or `path/file.py:fn` loads a plugin function."""
+    `per_role`, `contribution`, `leave_one_out`; `package.module:fn` or `path/file.py:fn` loads a
+    plugin function."""
     loss: str = "ppo_clip"
     """Policy loss (registry in rl/losses.py). Built-in: `ppo_clip`, `pg`; `package.module:fn`
     or `path/file.py:fn` loads a plugin function."""
@@ -72,8 +73,8 @@ class RLConfig:
     rewards are all equal leave the update (no gradient, no share of the token mean); logged as
     `adv/groups_dropped`. The step's batch shrinks instead of being refilled."""
     contribution_coef: float = 0.5
-    """`contribution` estimator: beta in (1 - beta) * collective advantage + beta * the agent's
-    normalised verified contribution (rl/credit.py). 0 = collective; 1 = contribution alone."""
+    """`contribution` / `leave_one_out` estimators: beta in (1 - beta) * collective advantage + beta *
+    the agent's normalised verified contribution or difference reward (rl/credit.py). 0 = collective."""
     kl_coef: float = 0.0
     """Penalty on KL to the initial policy (0 = off, as in both sources)."""
     smaller_caps_fraction: float = 0.0
@@ -106,8 +107,9 @@ class RLConfig:
     """Optimizer updates per step; >1 makes the PPO ratio differ from 1 after the first."""
     aggregation: str = "token_mean"
     """How tokens share the gradient (registry in rl/aggregation.py): `token_mean`, `seq_mean`,
-    or `role_balanced` (each role type gets equal mass whatever its token count; the mitigation
-    for role capture under SP); `package.module:fn` or `path/file.py:fn` loads a plugin."""
+    `dr_grpo` (a fixed divisor per token, Dr. GRPO), or `role_balanced` (each role type gets equal
+    mass whatever its token count; the mitigation for role capture under SP);
+    `package.module:fn` or `path/file.py:fn` loads a plugin."""
     multiplicity_normalized: bool = False
     """Divide each role's loss by its multiplicity (the mitigation for gradient amplification
     under IP: three generators then weigh as one)."""

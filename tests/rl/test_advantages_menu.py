@@ -17,7 +17,7 @@ import torch
 
 from swarmrl.config import RLConfig
 from swarmrl.rl.advantages import (collective_advantage, compute_advantages, contribution_advantage,
-                                   grpo_advantage, rloo_advantage, zero_spread)
+                                   grpo_advantage, leave_one_out_advantage, rloo_advantage, zero_spread)
 
 E = 1e-6
 # one sequence per rollout (TRL's layout): groups 0 (4 rollouts), 1 (2 rollouts), 2 (flat)
@@ -121,7 +121,14 @@ def test_contribution_estimator_needs_contributions():
 
 def test_compute_advantages_passes_contributions_and_the_coefficient():
     args, contrib = team_layout()
+    loo = torch.tensor([0.0, 0.75, 0.25, 0.25, 0.0])
+    per_seq = {"contribution": contrib, "leave_one_out": loo}
     adv, keep, _ = compute_advantages(contribution_advantage, RLConfig(advantage="contribution",
-                                                                       contribution_coef=0.25), *args, contrib)
+                                                                       contribution_coef=0.25), *args, per_seq)
     assert keep.all()
     assert adv.tolist() == contribution_advantage(*args, contribution=contrib, contribution_coef=0.25).tolist()
+    # leave_one_out: the same mix on the difference rewards
+    adv, _, _ = compute_advantages(leave_one_out_advantage, RLConfig(advantage="leave_one_out"), *args, per_seq)
+    assert adv.tolist() == contribution_advantage(*args, contribution=loo, contribution_coef=0.5).tolist()
+    with pytest.raises(ValueError, match="difference rewards"):
+        leave_one_out_advantage(*args)

@@ -7,7 +7,8 @@ import pytest
 
 from swarmrl.config import TaskConfig
 from swarmrl.rl.batch import collect_sequences
-from swarmrl.rl.credit import agent_contributions
+from swarmrl.collective.bus import MessageBus
+from swarmrl.rl.credit import agent_contributions, leave_one_out
 from swarmrl.tasks.arith import ArithTask
 from team_timeline import team_rollout
 
@@ -47,3 +48,46 @@ def test_collect_sequences_fills_the_contribution():
     assert [(s.role, s.contribution) for s in seqs] == [("ceo", 0.25), ("expert", 0.5), ("expert", 0.5),
                                                         ("expert", 0.0)]
     assert [s.contribution for s in collect_sequences([team_rollout()])] == [0.25, 0.25, 0.5, 0.0]
+
+
+def relayed_rollout():
+    """team_timeline, except that e1 posts "A=3" where e2 does not hear it (#core: ceo, e1) and
+    the ceo relays it to e2 directly at 2.2 (delivered 2.3, before e2's turn at 2.5)."""
+    r = team_rollout()
+    bus = MessageBus(latency_s=0.1)
+    bus.create_channel("core", "ceo", ["ceo", "e1"], 1.0)
+    for name in ("e1", "e2", "e3"):
+        bus.send_direct("ceo", name, "go", 1.0)
+    bus.post("e1", "core", "A=3", 2.0)
+    bus.send_direct("ceo", "e2", "A=3", 2.2)
+    r.bus = bus
+    return r
+
+
+def test_leave_one_out_by_hand():
+    # without e1: A goes, and B (built on A) with it: 2/4. e2: B and D. ceo: C. e3: nothing.
+    assert leave_one_out(team_rollout(), TASK) == {"ceo": 0.25, "e1": 0.5, "e2": 0.5, "e3": 0.0}
+    assert leave_one_out(team_rollout()) == {"ceo": 0.25, "e1": 0.25, "e2": 0.5, "e3": 0.0}
+
+
+def test_a_relay_earns_contribution_but_no_difference_reward():
+    r = relayed_rollout()
+    # contribution: the ceo's relayed "A=3" is the verified result e2 used for B, e1's post never
+    # reached e2: ceo C + B = 0.5, e1 A = 0.25
+    assert agent_contributions(r, TASK) == {"ceo": 0.5, "e1": 0.25, "e2": 0.5, "e3": 0.0}
+    # leave one out: without e1 nobody decides A, so B goes too; without the ceo only C goes
+    assert leave_one_out(r, TASK) == {"ceo": 0.25, "e1": 0.5, "e2": 0.5, "e3": 0.0}
+
+
+def test_leave_one_out_follows_a_chain():
+    r = team_rollout()
+    # make D use B's result (D = #B + 2) and have e2 decide it after B: without e1, A, B and D go
+    from swarmrl.tasks.arith_items import ArithProblem, Item
+    r.problem = ArithProblem(id="chain", modulus=10, items=(
+        Item(1, (1, 2), None, 3), Item(2, (0, 4), 1, 7), Item(3, (5, 1), None, 6), Item(4, (0, 2), 2, 9)))
+    r.submissions[3]["answer"] = "9"
+    assert leave_one_out(r, TASK) == {"ceo": 0.25, "e1": 0.75, "e2": 0.5, "e3": 0.0}
+
+
+def test_collect_sequences_fills_the_difference_reward():
+    assert [s.leave_one_out for s in collect_sequences([relayed_rollout()], task=TASK)] == [0.25, 0.5, 0.5, 0.0]

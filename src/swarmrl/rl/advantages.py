@@ -20,11 +20,13 @@ signature):
   adapters (the "isolated policy" of Zeng et al. 2026 trained each role against its peers).
 - `contribution`: credit beyond flat: (1 - beta) * `collective` + beta * the agent's verified
   contribution (rl/credit.py) normalised within its group (`rl.contribution_coef` = beta).
+- `leave_one_out`: the same mix with the agent's difference reward (rl/credit.py
+  `leave_one_out`: the score lost without its decided items and what was built on them).
 
 Options. An estimator may take keyword-only options after the four tensors and list their
 names in the function attribute `options`; `compute_advantages` (the trainer's one call) passes
-exactly those: `scale_rewards` (`rl.scale_rewards`), `contribution` ([S] per-sequence scores
-from rl/batch.py `collect_sequences`) and `contribution_coef`. It also applies
+exactly those: `scale_rewards` (`rl.scale_rewards`), `contribution_coef`, and the per-sequence
+scores `contribution` and `leave_one_out` ([S] each, from rl/batch.py `collect_sequences`). It also applies
 `rl.drop_zero_spread_groups` (DAPO's dynamic sampling), whatever the estimator.
 
 Where a group has no spread (all rewards equal, or a single member) the advantage is exactly
@@ -239,6 +241,22 @@ def contribution_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts
 contribution_advantage.options = ("contribution", "contribution_coef", "scale_rewards")
 
 
+@ADVANTAGES.register("leave_one_out")
+def leave_one_out_advantage(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor,
+                            roles: torch.Tensor, *, leave_one_out: torch.Tensor | None = None,
+                            contribution_coef: float = 0.5, scale_rewards: str = "group") -> torch.Tensor:
+    """`contribution` with each agent's difference reward (rl/credit.py `leave_one_out`) in place
+    of its contribution score.  [S] x 4, leave_one_out [S] -> [S]."""
+    if leave_one_out is None:
+        raise ValueError("the leave_one_out estimator needs per-sequence difference rewards "
+                         "(rl/batch.py collect_sequences fills them)")
+    return contribution_advantage(rewards, groups, rollouts, roles, contribution=leave_one_out,
+                                  contribution_coef=contribution_coef, scale_rewards=scale_rewards)
+
+
+leave_one_out_advantage.options = ("leave_one_out", "contribution_coef", "scale_rewards")
+
+
 def zero_spread(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Tensor) -> torch.Tensor:
     """Sequences whose group's rollout rewards are all equal (or a group of one rollout): bool [S]."""
     reward, group, seq_to_rollout = _per_rollout(rewards, groups, rollouts)  # [R], [R], [S]
@@ -246,9 +264,10 @@ def zero_spread(rewards: torch.Tensor, groups: torch.Tensor, rollouts: torch.Ten
 
 
 def compute_advantages(fn: AdvantageFn, cfg: RLConfig, rewards: torch.Tensor, groups: torch.Tensor,
-                       rollouts: torch.Tensor, roles: torch.Tensor, contribution: torch.Tensor | None = None
+                       rollouts: torch.Tensor, roles: torch.Tensor, per_seq: dict[str, torch.Tensor] | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """The trainer's call: (advantage [S], keep [S] bool, metrics).
+    """The trainer's call: (advantage [S], keep [S] bool, metrics). `per_seq`: per-sequence
+    scores by option name ({"contribution": [S], "leave_one_out": [S]}).
 
     Passes `fn` the options it lists in `fn.options`; a `rl.scale_rewards` other than `group`
     for an estimator without that option is an error, not a silent no-op. With
@@ -264,8 +283,7 @@ def compute_advantages(fn: AdvantageFn, cfg: RLConfig, rewards: torch.Tensor, gr
     if cfg.scale_rewards != "group" and "scale_rewards" not in wanted:
         raise ValueError(f"rl.scale_rewards={cfg.scale_rewards} but rl.advantage={cfg.advantage!r} has no "
                          "scale_rewards option")
-    given = {"scale_rewards": cfg.scale_rewards, "contribution": contribution,
-             "contribution_coef": cfg.contribution_coef}
+    given = {"scale_rewards": cfg.scale_rewards, "contribution_coef": cfg.contribution_coef, **(per_seq or {})}
     adv = fn(rewards, groups, rollouts, roles, **{k: given[k] for k in wanted if k in given})  # [S]
     keep = torch.ones_like(rewards, dtype=torch.bool)  # [S]
     metrics: dict[str, float] = {}

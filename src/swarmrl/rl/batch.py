@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from swarmrl.collective.state import Rollout
-from swarmrl.rl.credit import agent_contributions
+from swarmrl.rl.credit import agent_contributions, leave_one_out
 
 
 @dataclass
@@ -26,6 +26,7 @@ class TrainSeq:
     group: int = 0  # the problem: advantages are normalised among rollouts of the same group
     multiplicity: int = 1  # agents of this role in its rollout that generated tokens
     contribution: float = 0.0  # the agent's verified contribution (rl/credit.py), for `contribution`
+    leave_one_out: float = 0.0  # the agent's difference reward (rl/credit.py), for `leave_one_out`
 
 
 def collect_sequences(rollouts: list[Rollout], task=None) -> list[TrainSeq]:
@@ -35,11 +36,11 @@ def collect_sequences(rollouts: list[Rollout], task=None) -> list[TrainSeq]:
     seqs = []
     for r in rollouts:
         active = [a for a in r.agents.values() if any(a.gen_mask)]
-        contrib = agent_contributions(r, task)
+        contrib, loo = agent_contributions(r, task), leave_one_out(r, task)
         for a in active:
             seqs.append(TrainSeq(list(a.ids), list(a.gen_mask), list(a.logprobs), 0.0, a.role, r.index, r.group,
                                  multiplicity=sum(1 for b in active if b.role == a.role),
-                                 contribution=contrib[a.name]))
+                                 contribution=contrib[a.name], leave_one_out=loo[a.name]))
     return seqs
 
 

@@ -25,6 +25,12 @@ is `Rollout.item_scores` (1.0 for a plain correct answer) and K the problem's it
 
 Without a task (or where `render_item` ignores what is known: math, code) only decided items
 count. Messages from the workflow router (sender `wf`, not an agent) never earn credit.
+
+`leave_one_out` is the counterfactual reading of the same record (a difference reward,
+D_a = score - score without a): remove agent a's decided items and, transitively, every
+decided item that used one of their results (from whoever relayed it, or the solver's own
+decision); D_a is the credit removed, / K. It assumes messages are replaceable and work is
+not: a relay earns nothing, while the decider of an item earns everything built on it.
 """
 
 from __future__ import annotations
@@ -76,4 +82,33 @@ def agent_contributions(r: Rollout, task: Any = None) -> dict[str, float]:
     for j, c in credit.items():
         for helper in _helpers(r, task, j, r.solved_by.get(j, ""), verified):
             out[helper] += c / k
+    return out
+
+
+def _inputs(r: Rollout, task: Any, item: int, verified: dict[int, str]) -> set[int]:
+    """Decided items whose verified result `item` used: received by its solver before the turn
+    that decided `item` started (from any agent), or decided by the solver itself by then."""
+    solver = r.solved_by.get(item, "")
+    start = _turn_start(r, solver, r.solved[item])
+    had = {i for i, t in r.solved.items() if r.solved_by.get(i) == solver and t <= r.solved[item]}
+    for m in r.bus.inbox(solver, float("-inf"), start):
+        had |= {i for i, v in task.learn(r.problem, m.text).items() if verified.get(i) == v.strip()}
+    return {i for i in had if i in verified and _uses(task, r, item, i, verified[i])}
+
+
+def leave_one_out(r: Rollout, task: Any = None) -> dict[str, float]:
+    """Difference reward of every agent (module docstring): the credit of the items that would
+    be gone without it, / K. `task` None: its decided items only (no item is known to use another)."""
+    k = r.problem.num_items
+    credit = {i: r.item_scores.get(i, 1.0) for i, t in r.solved.items() if t <= r.time_limit}
+    verified = {s["item"]: str(s["answer"]).strip() for s in r.submissions if s.get("final") and s.get("correct")}
+    inputs = {j: _inputs(r, task, j, verified) if task is not None else set() for j in credit}
+    out = {}
+    for name in r.agents:
+        gone = {j for j in credit if r.solved_by.get(j) == name}
+        more = {j for j in credit if j not in gone and inputs[j] & gone}
+        while more:  # an item built on a removed result is removed too, down the chain
+            gone |= more
+            more = {j for j in credit if j not in gone and inputs[j] & gone}
+        out[name] = sum(credit[j] for j in gone) / k
     return out

@@ -112,9 +112,9 @@ class Trainer:
         groups = torch.tensor([s.group for s in seqs])  # [S]
         rollout_ids = torch.tensor([s.rollout for s in seqs])  # [S]
         roles = torch.tensor([self.role_ids[s.role] for s in seqs])  # [S]
-        contribution = torch.tensor([s.contribution for s in seqs])  # [S]
+        per_seq = {k: torch.tensor([getattr(s, k) for s in seqs]) for k in ("contribution", "leave_one_out")}  # [S]
         advantages, kept, adv_metrics = compute_advantages(self.advantage_fn, self.cfg.rl, rewards, groups,
-                                                           rollout_ids, roles, contribution)  # [S], [S]
+                                                           rollout_ids, roles, per_seq)  # [S], [S]
         for s, a in zip(seqs, advantages.tolist()):
             s.advantage = a
         return [s for s, k in zip(seqs, kept.tolist()) if k], score_of, {**shaping_metrics, **adv_metrics}
