@@ -85,7 +85,8 @@ function drawTurns(svg, row, laneY, sc, colour) {
     const cls = ["turn", t.after_deadline ? "late" : "", (t.errors || []).length ? "has-errors" : ""].join(" ");
     const bar = el("rect", {
       class: cls, "data-index": i, "data-agent": t.agent, x: sc.x(t.start), y: laneY(t.agent) + (LANE_H - BAR_H) / 2,
-      width: Math.max(2, (t.end - t.start) * sc.pxPerS), height: BAR_H, fill: colour(t.role), rx: 2,
+      // 1 px shorter, so back-to-back turns of one agent stay two bars
+      width: Math.max(2, (t.end - t.start) * sc.pxPerS - 1), height: BAR_H, fill: colour(t.role), rx: 2,
     }, g);
     titled(bar, `${t.agent} ${t.start.toFixed(3)}-${t.end.toFixed(3)} s: ${(t.actions || []).join(" ") || "(no actions)"}`);
     bar.addEventListener("click", () => showTurn(i));
@@ -146,7 +147,8 @@ function drawEvents(svg, row, laneY, sc) {
 function drawDeadline(svg, row, sc, height) {
   const x = sc.x(row.time_limit);
   el("line", { id: "deadline", class: "deadline", "data-time": row.time_limit, x1: x, x2: x, y1: TOP - 4, y2: height }, svg);
-  el("text", { x: x + 4, y: TOP + 10, fill: "#dc2626", "font-size": 11 }, svg, `deadline ${row.time_limit} s`);
+  el("text", { x: x - 4, y: height + 12, fill: "#dc2626", "font-size": 11, "text-anchor": "end" }, svg,
+     `deadline ${row.time_limit} s`);
 }
 
 function defs(svg) {
@@ -172,7 +174,7 @@ function drawRollout(row) {
   view.x = sc.x;
   const height = TOP + lanes.length * LANE_H + 6;
   svg.setAttribute("width", sc.width);
-  svg.setAttribute("height", height);
+  svg.setAttribute("height", height + 16);  // room for the deadline's label below the lanes
   svg.dataset.pxPerS = sc.pxPerS;
   svg.dataset.left = LEFT;
   defs(svg);
