@@ -1,0 +1,40 @@
+"""The pure parts of the sharded learner (rl/sharded.py): who backpropagates what, and the sums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from swarmrl.rl.sharded import contiguous_share, sum_tree, token_share
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 5])
+def test_token_shares_partition_the_sequences_and_balance_tokens(world):
+    lengths = np.random.default_rng(0).integers(1, 500, 37).tolist()
+    shares = [token_share(lengths, r, world) for r in range(world)]
+    assert sorted(i for s in shares for i in s) == list(range(len(lengths)))  # each sequence exactly once
+    loads = [sum(lengths[i] for i in s) for s in shares]
+    assert max(loads) - min(loads) <= max(lengths), loads  # greedy longest-first: within one sequence
+    assert all(s == sorted(s) for s in shares)
+
+
+def test_token_share_depends_on_the_lengths_alone():
+    lengths = [5, 5, 5, 9, 1, 9]
+    assert token_share(lengths, 0, 2) == token_share(list(lengths), 0, 2) == [0, 2, 3]
+    assert token_share(lengths, 1, 2) == [1, 4, 5]
+    assert token_share([], 0, 2) == [] and token_share([3], 1, 2) == []  # a rank may have nothing
+    with pytest.raises(ValueError, match="rank 2"):
+        token_share(lengths, 2, 2)
+
+
+def test_contiguous_shares_match_array_split():
+    assert [contiguous_share(5, r, 2) for r in range(2)] == [[0, 1, 2], [3, 4]]
+    assert [contiguous_share(1, r, 3) for r in range(3)] == [[0], [], []]
+
+
+def test_sum_tree_adds_nested_sums_key_by_key():
+    a = {"loss": 1.0, "tokens": 3.0, "ceo": {"nll": 2.0}}
+    b = {"loss": 0.5, "expert": {"nll": 1.0}, "ceo": {"nll": 0.25, "tokens": 4.0}}
+    assert sum_tree([a, b, {}]) == {"loss": 1.5, "tokens": 3.0, "ceo": {"nll": 2.25, "tokens": 4.0},
+                                    "expert": {"nll": 1.0}}
+    assert a == {"loss": 1.0, "tokens": 3.0, "ceo": {"nll": 2.0}}  # inputs untouched
