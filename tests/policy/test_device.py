@@ -148,13 +148,27 @@ def test_weights_cross_processes_on_the_cpu_and_peak_memory_is_cuda_only():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_cuda_the_policy_samples_and_trains_on_the_gpu():
+def test_on_cuda_the_policy_trains_on_the_gpu_and_its_checkpoint_resumes_on_the_cpu(tmp_path):
     from swarmrl.rl.trainer import Trainer
-    cfg = load_config(None, TINY + ["model.device=cuda", "rl.steps=1", "rl.problems_per_step=2",
-                                    "rl.rollouts_per_problem=2", "eval.val_interval=0"])
-    with Trainer(cfg, build_tiny_policy(cfg.model)) as tr:
+    from swarmrl.runs.checkpoint import load_checkpoint, save_checkpoint
+    small = ["rl.steps=2", "rl.problems_per_step=2", "rl.rollouts_per_problem=2", "eval.val_interval=0"]
+
+    def opt_devices(tr) -> set[str]:
+        return {v.device.type for opt in tr.updater.optimizers.values() for st in opt.state.values()
+                for k, v in st.items() if k != "step"}
+
+    gpu_cfg = load_config(None, TINY + small + ["model.device=cuda"])
+    with Trainer(gpu_cfg, build_tiny_policy(gpu_cfg.model)) as tr:
         metrics, _ = tr.step()
-        assert model_device(tr.policy.model).type == "cuda"
+        assert model_device(tr.policy.model).type == "cuda" and opt_devices(tr) == {"cuda"}
         assert metrics["gpu/peak_mem_gb"] > 0 and 0 <= metrics["learner/pad_fraction"] < 1
-        for opt in tr.updater.optimizers.values():
-            assert all(s["exp_avg"].device.type == "cuda" for s in opt.state.values())
+        path = save_checkpoint(tmp_path, 1, tensors=tr.policies.state_tensors(),
+                               optimizers={f"optim_{s}": sd for s, sd in tr.updater.state_dict().items()}, state={})
+    ckpt = load_checkpoint(path)
+    for name, cfg in (("cpu", load_config(None, TINY + small + ["model.device=cpu"])), ("cuda", gpu_cfg)):
+        with Trainer(cfg, build_tiny_policy(cfg.model)) as tr:  # GPU -> CPU, and CPU files -> GPU
+            tr.policies.load_state_tensors(ckpt.tensors, str(path))
+            for slot, opt in tr.updater.optimizers.items():
+                opt.load_state_dict(ckpt.optimizers[f"optim_{slot}"])
+            assert opt_devices(tr) == {name}  # optimizer state follows the parameters
+            tr.step()
