@@ -119,3 +119,10 @@ def test_samples_keep_all_writes_every_rollout_with_first_contexts(logged_run):
         assert ceo["name"] == "ceo" and ceo["first_context"].startswith("ceo max=3\n")
         assert ceo["first_context"].endswith(r["turns"][0]["observation"])
         assert r["item_labels"] == {"1": "A", "2": "B", "3": "C", "4": "D"}
+
+
+def test_a_resume_may_add_sinks_and_keep_every_sample():
+    from swarmrl.rl.loop import resume_config
+    cfg = resume_config(load_config(TINY).to_dict(), ["run.loggers=jsonl,tensorboard", "run.samples_keep_all=true",
+                                                      "run.wandb_mode=disabled"])
+    assert cfg.run.loggers == "jsonl,tensorboard" and cfg.run.samples_keep_all and cfg.run.wandb_mode == "disabled"

@@ -99,7 +99,9 @@ def restore_trainer(trainer: Trainer, ckpt: Path | Checkpoint) -> None:
 # rl.steps, which only moves the end: step s does not depend on it; model.device: a checkpoint
 # holds CPU tensors and loads onto any device (runs/checkpoint.py); learner.*: a checkpoint holds
 # the full weights and optimizer state whatever the strategy (distributed/sharding.py).
-RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads", "rl.steps", "model.device", "learner.")
+# run.loggers, run.wandb_* and run.samples_* change what is recorded, never what is trained.
+RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads", "rl.steps", "model.device", "learner.",
+                      "run.loggers", "run.wandb_", "run.samples_")
 
 
 def resume_config(run_cfg: dict, overrides: list[str] | None) -> Config:
