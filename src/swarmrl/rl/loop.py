@@ -135,7 +135,8 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     plot_run(run.path)
     if isinstance(trainer.policies, SharedPolicies):  # last: a complete final/ marks a finished run
         # A sharded learner's model may be sharded: its last checkpoint holds the whole of it.
-        final = trainer.policy if trainer.parts.learner is None else load_trained_policy(run.path, trainer.cfg.model.dtype)[0]
+        final = (trainer.policy if trainer.parts.learner is None
+                 else load_trained_policy(run.path, trainer.cfg.model.dtype)[0])
         save_run_policy(final, run.final_dir, step=trainer.step_idx)
     else:  # per-role weights: the final checkpoint holds every adapter / model copy
         log(f"final per-role weights ({trainer.policies.sharing}): {_write_role_final(run)}")
