@@ -28,8 +28,10 @@ OVERRIDES = ("rl.micro_batch_tokens=96", "rl.minibatches_per_step=2", "rl.grad_c
 
 
 def setup(sharing: str, n: int = 12):
-    """(cfg, policy set, sequences): the same in every process."""
-    cfg = tiny_cfg(f"policy.sharing={sharing}", *OVERRIDES)
+    """(cfg, policy set, sequences): the same in every process. LoRA runs with the KL term: its
+    reference is the base model with the adapters off, one more forward per micro-batch."""
+    kl = ["rl.kl_coef=0.05"] if sharing == "isolated" else []
+    cfg = tiny_cfg(f"policy.sharing={sharing}", *OVERRIDES, *kl)
     policy = build_tiny_policy(cfg.model, seed=3)
     policies = make_policy_set(cfg, policy)
     g = np.random.default_rng(7)

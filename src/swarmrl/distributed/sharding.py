@@ -160,11 +160,12 @@ class ShardedLearner:
     # ------------------------------------------------------------------ norms
     def grad_norm(self, params: list[torch.nn.Parameter]) -> float:
         """L2 norm of the (summed) gradients of `params`: fsdp adds the shards' squares over ranks."""
-        total = torch.zeros((), dtype=torch.float64)
+        device = params[0].device if params else torch.device("cpu")  # nccl reduces device tensors only
+        total = torch.zeros((), dtype=torch.float64, device=device)
         for p in params:
             if p.grad is not None:
                 g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
-                total += g.detach().double().pow(2).sum().cpu()
+                total += g.detach().double().pow(2).sum()
         if self.strategy == "fsdp":
             dist.all_reduce(total, op=dist.ReduceOp.SUM)
         return float(total.sqrt())
