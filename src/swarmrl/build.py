@@ -231,7 +231,7 @@ def build_run(cfg: Config, policy: Policy) -> RunParts:
     try:
         # Where rollouts run; made before adapters wrap the model: Ray workers copy the plain one.
         parts.learner = open_learner(cfg)  # torchrun's process group (learner.strategy ddp | fsdp)
-        parts.backend = make_backend(cfg, policy, rollout_parts, learner=parts.learner)
+        parts.backend = make_backend(cfg, policy, rollout_parts, parts.learner)
         place_policy(cfg, policy)  # after the backend: Ray workers get the CPU replica
         parts.policies = make_policy_set(cfg, policy)
         if parts.learner is not None:  # fsdp shards the models here, before optimizers hold their parameters

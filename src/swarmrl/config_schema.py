@@ -73,6 +73,11 @@ class WorkflowConfig:
     """voting: multiplicity of the generator role."""
     workers: int = 3
     """orch_workers: multiplicity of the worker role."""
+    groups: int = 1
+    """Split the team into this many groups, each shown a different variant of the problem
+    statement (the task's `variant` hook: reordered items, a paraphrase, a decomposition hint);
+    agents join groups in turn as they are created (the CEO or the first agent in group 0, which
+    sees the problem as written). The reward stays collective. 1 = no groups."""
     max_hires_per_rollout: int = 16
     """Most hires the CEO may make in one rollout, re-hires after a fire included: `max_experts`
     caps the experts active at once, this caps churn (fire and hire in a loop), which would

@@ -71,7 +71,7 @@ class ChatProtocol:
 
     def observation(self, runtime, r, agent, lines: list[str]) -> tuple[str, list[int]]:
         if not agent.ids:  # the agent's first turn
-            text = r.problem.text() + ("\n\n" + "\n".join(lines) if lines else "")
+            text = r.problem_text(agent.name) + ("\n\n" + "\n".join(lines) if lines else "")
             system = self.system_message(runtime, r, agent.name, agent.role)
             return text, self.template.start_ids(system, text)
         text = "\n".join(lines) if lines else NO_NEWS

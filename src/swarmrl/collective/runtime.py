@@ -99,6 +99,9 @@ class Runtime:
     def add_agent(self, r: Rollout, name: str, role: str, now: float, ready: bool) -> Agent:
         """A new agent whose context starts with its header (the protocol's). One not `ready` waits
         for its first message (a hire's brief) instead of spending a turn on <wait/>."""
+        group = len(r.agents) % r.scenario.groups  # creation order: the CEO, or the first role's first agent, is 0
+        if group:
+            r.variants[name] = self.task.variant(r.problem, group)
         ids = self.protocol.header_ids(self, r, name, role)
         agent = Agent(name=name, role=role, ids=[], gen_mask=[], logprobs=[], created_at=now,
                       ready_at=now if ready else None, seen_upto=now)

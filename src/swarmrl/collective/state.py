@@ -95,10 +95,15 @@ class Rollout:
     routed: set[str] = field(default_factory=set)  # downstream roles whose inputs were delivered
     policy_version: int = -1  # weights version (learner updates applied) that sampled it (distributed/)
     rejections: list[dict] = field(default_factory=list)  # every error line the runtime gave an agent
+    variants: dict[str, str] = field(default_factory=dict)  # agent -> the problem text it sees, where not the original
 
     def reject(self, time: float, agent: str, turn: int, action: str, reason: str) -> None:
         self.rejections.append({"time": time, "actor": agent, "turn": turn, "action": action,
                                 "target": None, "outcome": reason})
+
+    def problem_text(self, agent: str) -> str:
+        """The problem as `agent` sees it: its group's variant (workflow.groups), else as written."""
+        return self.variants.get(agent) or self.problem.text()
 
     @property
     def score(self) -> float:
@@ -125,6 +130,7 @@ class Rollout:
             "turns": [t.__dict__ for t in self.turns],
             "messages": [m.__dict__ for m in self.bus.messages],
             "submissions": list(self.submissions),
+            "variants": dict(self.variants),
             "audit": audit_log(self),
         }
 

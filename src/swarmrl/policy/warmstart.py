@@ -58,6 +58,7 @@ def warmstart_key(cfg: Config) -> str:
     parts = {
         "model": cfg.model.__dict__, "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
         "demo_set": scenario.demo_set, **scenario.demo_key(),
+        **({"groups": cfg.workflow.groups} if cfg.workflow.groups != 1 else {}),  # groups see variants in demos too
         "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
         "sampler": cfg.sampler.__dict__,
         "code": [inspect.getsource(m) for m in _DEMO_CODE] + [inspect.getsource(f) for f in (demonstrations, supervised)],

@@ -17,7 +17,9 @@ for _name in ("voting", "eval_opt", "orch_workers"):  # the workflow study's pre
 
 def make_scenario(cfg) -> Scenario:
     """The scenario `cfg.workflow.name` names, built from the run's config."""
-    return SCENARIOS.get(cfg.workflow.name).from_config(cfg)
+    scenario = SCENARIOS.get(cfg.workflow.name).from_config(cfg)
+    scenario.groups = cfg.workflow.groups
+    return scenario
 
 
 __all__ = ["SCENARIOS", "GraphScenario", "OrgScenario", "Scenario", "SingleScenario", "make_scenario"]

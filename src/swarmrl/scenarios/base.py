@@ -44,6 +44,7 @@ class Scenario:
     """Base class with the defaults most scenarios want; override what differs."""
 
     name: str = "scenario"
+    groups: int = 1  # workflow.groups: agents in creation order take turns over the groups (make_scenario)
     hires: bool = False  # True when a role may hire at run time (team size is then a policy choice)
     demo_set: str = ""  # which scripted demonstrations the warm start uses ("" = none)
 
@@ -79,7 +80,8 @@ class Scenario:
         raise NotImplementedError
 
     def header(self, r: "Rollout", name: str, role: str) -> str:
-        """The first text in an agent's context: who it is, then the problem."""
+        """The first text in an agent's context: who it is, then the problem (`r.problem_text(name)`:
+        the agent's group's variant)."""
         raise NotImplementedError
 
     def describe(self, r: "Rollout", name: str, role: str) -> str:

@@ -62,7 +62,7 @@ class GraphScenario(Scenario):
                     a.queue, a.took = list(range(1, r.problem.num_items + 1)), True
 
     def header(self, r, name: str, role: str) -> str:
-        return f"{name} wf={self.name}\n{r.problem.text()}\n"
+        return f"{name} wf={self.name}\n{r.problem_text(name)}\n"
 
     def describe(self, r, name: str, role: str) -> str:
         spec = self.workflow.role(role)

@@ -59,7 +59,7 @@ class OrgScenario(Scenario):
 
     def header(self, r, name: str, role: str) -> str:
         first = f"ceo max={r.org.max_experts}" if role == "ceo" else f"{name} boss=ceo"
-        return f"{first}\n{r.problem.text()}\n"
+        return f"{first}\n{r.problem_text(name)}\n"
 
     def describe(self, r, name: str, role: str) -> str:
         if role != "ceo":

@@ -27,6 +27,7 @@ from swarmrl.tasks.arith_items import RESULT_RE, ArithProblem, Item, label, stab
 from swarmrl.tasks.arith_roles import WorkflowScriptedActor
 from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy, sample_strategy
 from swarmrl.tasks.base import Grade
+from swarmrl.tasks.variants import arith_variant
 
 __all__ = ["ArithProblem", "ArithScripts", "ArithTask", "Item", "label", "work_text"]
 
@@ -53,6 +54,10 @@ class ArithTask:
         key = ";".join(it.text() for it in items)
         return ArithProblem(id=stable_id(key),
                             items=tuple(items), modulus=m)
+
+    def variant(self, problem: ArithProblem, k: int) -> str:
+        """Group k's view of the problem (tasks/variants.py; the items and answers are unchanged)."""
+        return arith_variant(problem, k)
 
     def instructions(self) -> str:
         """The task in words, for the chat protocol's system message."""

@@ -43,7 +43,8 @@ class Task(Protocol):
     """What the runtime, the trainer and the warm start call on a task. A task class is
     constructed as `Cls(cfg.task)`, or by its classmethod `from_config(cfg)` (the whole run
     config) when it has one; `close()` is optional (tasks that hold processes define it), and so
-    is `instructions() -> str` (the task in words, for the chat protocol's system message)."""
+    is `instructions() -> str` (the task in words, for the chat protocol's system message), and
+    `variant(problem, k) -> str` (group k's view of the problem, for `workflow.groups`; tasks/variants.py)."""
 
     name: str
     scripted: bool  # True when `scripts()` returns demonstrators (checked before a warm start)

@@ -22,6 +22,7 @@ import numpy as np
 from swarmrl.sandbox.limits import ExecResult
 from swarmrl.tasks.base import Grade
 from swarmrl.tasks.datasets import CodeRecord, load_code
+from swarmrl.tasks.variants import CODE_HINTS, hinted
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,10 @@ class CodeTask:
     def problem(self, index: int) -> CodeProblem:
         r = self.records[index]
         return CodeProblem(id="code-" + hashlib.sha1(f"{r.id}|{r.prompt}".encode()).hexdigest()[:10], record=r)
+
+    def variant(self, problem: CodeProblem, k: int) -> str:
+        """Group k's view of the problem: the statement with an approach hint (tasks/variants.py)."""
+        return hinted(problem.text(), CODE_HINTS, k)
 
     def instructions(self) -> str:
         """The task in words, for the chat protocol's system message."""

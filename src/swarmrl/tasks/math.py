@@ -22,6 +22,7 @@ import numpy as np
 
 from swarmrl.tasks.base import Grade
 from swarmrl.tasks.datasets import MathRecord, load_math
+from swarmrl.tasks.variants import MATH_HINTS, hinted
 
 MAX_ANSWER_CHARS = 2000
 
@@ -95,6 +96,10 @@ class MathTask:
     def problem(self, index: int) -> MathProblem:
         r = self.records[index]
         return MathProblem(id=_stable_id(r.id, r.question), question=r.question, answer=r.answer)
+
+    def variant(self, problem: MathProblem, k: int) -> str:
+        """Group k's view of the problem: the statement with an approach hint (tasks/variants.py)."""
+        return hinted(problem.text(), MATH_HINTS, k)
 
     def instructions(self) -> str:
         """The task in words, for the chat protocol's system message."""
