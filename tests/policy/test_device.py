@@ -23,9 +23,10 @@ TINY = ["model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "mode
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="the error path of a machine without a GPU")
 
 
-def _fake_cuda(monkeypatch, count: int = 2) -> None:
+def _fake_cuda(monkeypatch, count: int = 2, current: int = 0) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
 
 
 def test_resolve_device_decides_from_the_spec_and_the_machine(monkeypatch):
@@ -36,6 +37,9 @@ def test_resolve_device_decides_from_the_spec_and_the_machine(monkeypatch):
     assert resolve_device("cuda:1") == torch.device("cuda", 1)
     with pytest.raises(ConfigError, match=r"model\.device=cuda:2: this machine has 2 CUDA"):
         resolve_device("cuda:2")
+    _fake_cuda(monkeypatch, current=1)  # torchrun's second process: its own GPU
+    assert resolve_device("auto") == resolve_device("cuda") == torch.device("cuda", 1)
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == torch.device("cpu")
 

@@ -25,12 +25,14 @@ _CUDA_SPEC = re.compile(r"^cuda(:\d+)?$")
 
 
 def resolve_device(spec: str) -> torch.device:
-    """`model.device` -> a torch device: `auto` (cuda:0 if CUDA is available, else the CPU),
-    `cpu`, `cuda` (= cuda:0) or `cuda:N`. A CUDA device this machine does not have, or any other
-    string, is a ConfigError naming the key."""
+    """`model.device` -> a torch device: `auto` (the current CUDA device if CUDA is available,
+    else the CPU), `cpu`, `cuda` (the current CUDA device) or `cuda:N`. The current device is
+    cuda:0 in one process; under torchrun it is the process's own GPU (distributed/torchrun.py
+    sets it from LOCAL_RANK before the policy is placed). A CUDA device this machine does not
+    have, or any other string, is a ConfigError naming the key."""
     spec = str(spec).strip()
     if spec == "auto":
-        return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     if spec == "cpu":
         return torch.device("cpu")
     if not _CUDA_SPEC.match(spec):
@@ -38,7 +40,7 @@ def resolve_device(spec: str) -> torch.device:
     if not torch.cuda.is_available():
         raise ConfigError(f"model.device={spec} needs a CUDA GPU and none is visible (torch.cuda.is_available() "
                           "is False); use model.device=cpu or model.device=auto on this machine")
-    index = int(spec.split(":")[1]) if ":" in spec else 0
+    index = int(spec.split(":")[1]) if ":" in spec else torch.cuda.current_device()
     if index >= torch.cuda.device_count():
         raise ConfigError(f"model.device={spec}: this machine has {torch.cuda.device_count()} CUDA device(s) "
                           f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
