@@ -102,6 +102,20 @@ def test_a_single_process_checkpoint_resumes_under_fsdp(straight, init, tmp_path
     assert (run / "final" / "model.safetensors").is_file()  # gathered from the sharded model's checkpoint
 
 
+def test_lora_adapters_under_fsdp_equal_one_process(init, tmp_path, run_match):
+    """policy.sharing=isolated: every role's adapter sampled in one batch from the gathered FSDP
+    model, trained in lockstep, checkpointed whole (each adapter group) by rank 0."""
+    single, sharded = tmp_path / "single", tmp_path / "fsdp"
+    lora = [*ARGS, "policy.sharing=isolated"]
+    assert main(["train", *lora, "--out", str(single), "--init", str(init)]) == 0
+    torchrun(["train", *lora, "learner.strategy=fsdp", "--out", str(sharded), "--init", str(init)],
+             tmp_path / "fsdp.log")
+    run_match.metrics(rows(sharded), rows(single))
+    for group in ("adapter_ceo", "adapter_expert"):
+        run_match.weights(load_file(sharded / "checkpoints" / "step_2" / f"{group}.safetensors"),
+                          load_file(single / "checkpoints" / "step_2" / f"{group}.safetensors"))
+
+
 def output(capsys) -> str:
     return capsys.readouterr().out.replace("\n", "")  # rich wraps long lines
 
@@ -141,3 +155,13 @@ def test_sharded_strategies_refuse_what_they_cannot_run(overrides, fragment):
 def test_nccl_without_cuda_is_an_error():
     with pytest.raises(ConfigError, match="nccl needs CUDA"):
         check_learner(load_config(TINY, ["learner.strategy=ddp", "learner.dist_backend=nccl"]), world=2)
+
+
+def test_under_torchrun_the_warm_start_must_be_cached_first(tmp_path, capsys, monkeypatch):
+    """Ranks would each train and write the same warm start: they read the cache instead."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    assert main(["train", *ARGS, "learner.strategy=ddp", f"warmstart.cache_dir={tmp_path / 'cache'}",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "warm-start once first with `swarmrl pretrain CONFIG" in output(capsys)
+    assert not (tmp_path / "r").exists()
