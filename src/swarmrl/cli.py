@@ -177,12 +177,14 @@ def cmd_scale(args, console: Console) -> int:
 
 def cmd_experiment(args, console: Console) -> int:
     from swarmrl.experiments.latency_shaping import load_experiment, run_experiment
-    if args.name != "latency-shaping":
-        raise ConfigError(f"unknown experiment {args.name!r} (known: latency-shaping)")
-    path = resolve_config(args.config or "experiments/latency_shaping.yaml")
+    known = {"latency-shaping": "experiments/latency_shaping.yaml", "division": "experiments/division.yaml"}
+    if args.name not in known:
+        raise ConfigError(f"unknown experiment {args.name!r} (known: {', '.join(known)})")
+    path = resolve_config(args.config or known[args.name])
     read_yaml(path)  # unreadable or malformed YAML: an error naming the file
     exp = load_experiment(path, args.overrides)
-    report = run_experiment(exp, Path(args.out), resolve_config, init=Path(args.init) if args.init else None,
+    out = Path(args.out or f"runs/{args.name.replace('-', '_')}")
+    report = run_experiment(exp, out, resolve_config, init=Path(args.init) if args.init else None,
                             log=console.print)
     console.print(f"report: {report}")
     return 0
@@ -256,10 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="config (default: the run's own)")
     p.add_argument("--out", default="scaling", help="directory for scaling.json/.csv and PNGs")
     p.set_defaults(fn=cmd_scale)
-    p = sub.add_parser("experiment", help="named experiments (latency-shaping)")
-    p.add_argument("name", help="latency-shaping")
-    p.add_argument("--config", help="experiment YAML (default configs/experiments/latency_shaping.yaml)")
-    p.add_argument("--out", default="runs/latency_shaping")
+    p = sub.add_parser("experiment", help="named experiments (latency-shaping, division)")
+    p.add_argument("name", help="latency-shaping or division")
+    p.add_argument("--config", help="experiment YAML (default configs/experiments/<name>.yaml)")
+    p.add_argument("--out", help="output directory (default runs/<name>)")
     p.add_argument("--init", help="warm start dir shared by the arms (default: the cached warm start)")
     p.set_defaults(fn=cmd_experiment)
     p = sub.add_parser("sweep", help="train a grid (workflow x sharing x model x seed) and tabulate it")

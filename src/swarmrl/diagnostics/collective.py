@@ -57,6 +57,7 @@ class Snapshot:
     prefill_tokens: int  # new prompt tokens those calls processed
     base_team: int = 1  # agents there before any join: the CEO (1), or none in a fixed workflow (0)
     critical_steps: int = 0  # longest chain of causally dependent turns started before the limit
+    idle: int = 0  # agents other than the CEO who joined by the limit and by then had sent and submitted nothing
 
 
     @property
@@ -134,7 +135,15 @@ def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | No
         archive_reads=len(reads), archive_messages=sum(int(e.get("returned", 0)) for e in reads),
         hired=sum(d > 0 for _, d in events), fired=sum(d < 0 for _, d in events), peak_team=peak, base_team=base,
         turns=len(turns), generated_tokens=sum(t.generated_tokens for t in turns),
-        prefill_tokens=sum(t.new_prompt_tokens for t in turns), critical_steps=critical_steps(r, L))
+        prefill_tokens=sum(t.new_prompt_tokens for t in turns), critical_steps=critical_steps(r, L),
+        idle=_idle(r, msgs, L))
+
+
+def _idle(r: Rollout, msgs, limit_s: float) -> int:
+    """Agents (not the CEO) who joined by `limit_s` and by then had neither sent a message nor
+    submitted: hires that cost a brief and contributed nothing visible."""
+    acted = {m.sender for m in msgs} | {s["agent"] for s in r.submissions if s["t"] <= limit_s}
+    return sum(1 for a in r.agents.values() if a.role != "ceo" and a.created_at <= limit_s and a.name not in acted)
 
 
 def snapshot_metrics(snaps: list[Snapshot]) -> dict[str, float]:
@@ -149,6 +158,7 @@ def snapshot_metrics(snaps: list[Snapshot]) -> dict[str, float]:
         "expert_work_share": sum(s.expert_items for s in snaps) / max(sum(items), 1),
         "critical_path_s": _mean([s.last_item_s for s in snaps if s.last_item_s is not None]),
         "critical_steps": _mean([s.critical_steps for s in snaps]),
+        "idle_agents_per_rollout": _mean([s.idle for s in snaps]),
         "messages_per_rollout": _mean([s.messages for s in snaps]),
         "direct_messages_per_rollout": _mean([s.direct for s in snaps]),
         "channel_posts_per_rollout": _mean([s.channel for s in snaps]),
@@ -219,7 +229,8 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
         m[f"role/{role}/tokens_per_turn"] = _mean([t.generated_tokens for t in turns])
     # The same timeline cut at the deadline, for what the counters above cannot give.
     full = snapshot_metrics([at_limit(r, r.time_limit, count_tokens) for r in rollouts])
-    for k in ("useful_work_per_min", "critical_path_s", "critical_steps", "direct_message_tokens_per_rollout",
+    for k in ("useful_work_per_min", "critical_path_s", "critical_steps", "idle_agents_per_rollout",
+              "direct_message_tokens_per_rollout",
               "channel_message_tokens_per_rollout", "archive_messages_read_per_rollout",
               "team_hired_per_rollout", "team_fired_per_rollout", "team_active_mean",
               "prefill_tokens_per_rollout", "total_tokens_per_rollout"):

@@ -31,6 +31,7 @@ from swarmrl.config import Config, ConfigError
 from swarmrl.diagnostics.collective import at_limit, snapshot_metrics, token_counter
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
+from swarmrl.policy.sharing import PolicySet
 from swarmrl.build import eval_problems, make_runtime, place_policy
 from swarmrl.scenarios import make_scenario
 
@@ -83,11 +84,13 @@ def check_same_task(trained: dict | None, cfg: Config) -> None:
                           "score it with its own task config")
 
 
-def run_scaling(cfg: Config, policy: Policy, spec: ScaleSpec, log=print) -> list[dict]:
-    """One row per (team size, time limit), sorted by team size then limit."""
+def run_scaling(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log=print) -> list[dict]:
+    """One row per (team size, time limit), sorted by team size then limit. `policy`: one model,
+    or a run's per-role policies (policy.sharing isolated / isolated_full)."""
     spec = check_spec(cfg, spec)
     horizon = max(spec.time_limits_s)
-    runtime, task = make_runtime(cfg, policy.tokenizer)
+    tokenizer = policy.base.tokenizer if isinstance(policy, PolicySet) else policy.tokenizer
+    runtime, task = make_runtime(cfg, tokenizer)
     probs = eval_problems(cfg, task, spec.problems)
     # Every team size in one batch: rollouts are independent, and bigger batches are cheaper per turn.
     rollouts, sizes = [], []
@@ -102,7 +105,7 @@ def run_scaling(cfg: Config, policy: Policy, spec: ScaleSpec, log=print) -> list
     runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
     log(f"  scaling: {len(rollouts)} rollouts (team sizes {spec.team_sizes}, {spec.problems} problems, "
         f"up to {horizon:g} s) in {time.perf_counter() - t0:.0f}s")
-    count = token_counter(policy.tokenizer)
+    count = token_counter(tokenizer)
     rows = []
     for k in spec.team_sizes:
         mine = [r for r, s in zip(rollouts, sizes) if s == k]
