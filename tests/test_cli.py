@@ -168,9 +168,9 @@ def test_eval_of_a_run_directory(smoke_run, tmp_path, capsys):
 
 
 def test_eval_rejects_a_team_larger_than_the_config_allows(smoke_run, tmp_path, capsys):
-    # tiny_test.yaml: max_experts 3, so the largest team is 4
-    assert main(["eval", str(smoke_run), "--team-size", "5", "--problems", "1"]) == 2
-    assert "team size must be in 1..4" in output(capsys)
+    # the evaluation cap (eval.max_team_size, 65 by default) is separate from the training cap (4 here)
+    assert main(["eval", str(smoke_run), "--team-size", "66", "--problems", "1"]) == 2
+    assert "team size must be in 1..65" in output(capsys)
 
 
 # ------------------------------------------------------------------ bad input: exit 2, `error:`, no traceback

@@ -71,9 +71,10 @@ def test_bad_type_names_the_key(override, fragment):
     ("rl.rollouts_per_problem=1", "rl.rollouts_per_problem must be >= 2"),
     ("task.dependency_rate=1.5", "task.dependency_rate must be in [0, 1]"),
     ("model.num_kv_heads=3", "model.num_heads must be a multiple of model.num_kv_heads"),
-    ("eval.team_size=10", "eval.team_size must be in"),
-    ("task.items_per_problem=27", "task.items_per_problem must be in [1, 26]"),
-    ("task.items_per_problem=0", "task.items_per_problem must be in [1, 26]"),
+    ("eval.team_size=70", "eval.team_size must be in"),
+    ("eval.max_team_size=5", "eval.max_team_size must be >= workflow.max_experts + 1 = 9"),
+    ("task.items_per_problem=703", "task.items_per_problem must be in [1, 702]"),
+    ("task.items_per_problem=0", "task.items_per_problem must be in [1, 702]"),
 ])
 def test_bad_value_is_rejected(override, fragment):
     with pytest.raises(ConfigError) as e:
@@ -81,11 +82,11 @@ def test_bad_value_is_rejected(override, fragment):
     assert fragment in str(e.value)
 
 
-def test_team_size_bound_follows_max_experts():
-    # team_size 3 is fine with 8 experts but not with 1 expert (team at most 2).
-    assert load_config(None, ["eval.team_size=3"]).eval.team_size == 3
+def test_team_size_bound_follows_the_evaluation_cap():
+    # The evaluation cap is its own setting: 3 agents are fine with 1 trained expert, not past the cap.
+    assert load_config(None, ["workflow.max_experts=1", "eval.team_size=3"]).eval.team_size == 3
     with pytest.raises(ConfigError, match="eval.team_size"):
-        load_config(None, ["workflow.max_experts=1", "eval.team_size=3"])
+        load_config(None, ["workflow.max_experts=1", "eval.max_team_size=2", "eval.team_size=3"])
 
 
 def test_overrides_parse_yaml_scalars():

@@ -318,19 +318,21 @@ def _run_config(path: Path) -> dict | None:
 def scale(run_or_model: str | Path, team_sizes: Sequence[int] = DEFAULT_TEAM_SIZES,
           time_limits_s: Sequence[float] | None = None, problems: int | None = None, prestaffed: bool = False,
           out: str | Path | None = None, config: str | Path | Config | None = None, overrides: Overrides = None,
-          log: Log = print) -> ScaleResult:
+          items: int | None = None, log: Log = print) -> ScaleResult:
     """Score vs latency budget per team size: the collective test-time scaling table.
 
     Measures every (team size, time limit) pair on `problems` held-out problems (default
     `eval.problems`). `prestaffed` hires the whole team at t=0 instead of capping the CEO. With
     `out`, writes scaling.json/.csv and two plots there. The config is the run's own unless
-    `config` is given (needed for a bare model directory).
+    `config` is given (needed for a bare model directory). `items`: items per problem for the
+    evaluation (`task.items_per_problem`; a bigger team gets a bigger problem: village to city).
+    Team sizes go up to `eval.max_team_size` (65 by default), whatever the training cap.
     """
     import torch
     from swarmrl.rl.loop import load_trained_policy
     from swarmrl.scaling.scale import ScaleSpec, check_same_task, check_spec, run_scaling, summarize, write_table
     check_eval_inputs(run_or_model, problems)
-    ov = _override_list(overrides)
+    ov = _override_list(overrides) + ([f"task.items_per_problem={items}"] if items is not None else [])
     if config is not None:
         cfg = config_of(config, ov)
     else:
@@ -343,7 +345,7 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] = DEFAULT_TEAM_SIZ
                      time_limits_s=list(time_limits_s) if time_limits_s else ScaleSpec().time_limits_s)
     check_spec(cfg, spec)  # bad input fails before the model loads
     policy, run_cfg = load_trained_policy(Path(run_or_model))
-    check_same_task(run_cfg, cfg)
+    check_same_task(run_cfg, cfg, ignore=("items_per_problem",) if items is not None else ())
     torch.set_num_threads(cfg.run.threads)
     rows = run_scaling(cfg, policy, spec, log=log)
     summary = summarize(rows)

@@ -162,6 +162,7 @@ def cmd_scale(args, console: Console) -> int:
     res = api.scale(args.checkpoint, team_sizes=[int(x) for x in _floats(args.team_sizes)],
                     time_limits_s=_floats(args.time_limits) if args.time_limits else None, problems=args.problems,
                     prestaffed=args.prestaffed, out=args.out, config=args.config or None, overrides=args.overrides,
+                    items=args.items,
                     log=console.print)
     summary = res.summary
     t = Table(title=f"time to the single agent's best score ({summary.get('single_agent_best_score')})")
@@ -255,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limits", default=None, help="comma-separated simulated seconds")
     p.add_argument("--problems", type=int, default=None, help="held-out problems per team size")
     p.add_argument("--prestaffed", action="store_true", help="hire the team at t=0 instead of capping the CEO")
+    p.add_argument("--items", type=int, default=None,
+                   help="items per problem for the evaluation (task.items_per_problem; default: the run's)")
     p.add_argument("--config", help="config (default: the run's own)")
     p.add_argument("--out", default="scaling", help="directory for scaling.json/.csv and PNGs")
     p.set_defaults(fn=cmd_scale)

@@ -114,19 +114,32 @@ def _bound_checks(cfg: Config) -> list[tuple[bool, str]]:
     return out
 
 
+MAX_ITEMS = 26 + 26 * 26  # item labels A..Z, AA..ZZ (collective/grading.py)
+
+
+def eval_cap(cfg: Config) -> int:
+    """The largest team evaluation may staff, the CEO included (`eval.max_team_size`)."""
+    return cfg.eval.max_team_size
+
+
 def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
     t, w = cfg.task, cfg.workflow
     return [
-        (1 <= t.items_per_problem <= 26,
-         f"task.items_per_problem must be in [1, 26] (items are labelled A-Z), got {t.items_per_problem}"),
+        (1 <= t.items_per_problem <= MAX_ITEMS,
+         f"task.items_per_problem must be in [1, {MAX_ITEMS}] (items are labelled A..Z, AA..ZZ), got "
+         f"{t.items_per_problem}"),
         (2 <= t.modulus <= 10, f"task.modulus must be in [2, 10] (single-digit answers), got {t.modulus}"),
         (1 <= t.max_step < t.modulus, f"task.max_step must be in [1, modulus - 1], got {t.max_step}"),
         (0.0 <= t.dependency_rate <= 1.0, f"task.dependency_rate must be in [0, 1], got {t.dependency_rate}"),
         (0 <= w.max_experts <= 8, f"workflow.max_experts must be in [0, 8], got {w.max_experts}"),
         (0.0 <= cfg.rl.smaller_caps_fraction <= 1.0,
          f"rl.smaller_caps_fraction must be in [0, 1], got {cfg.rl.smaller_caps_fraction}"),
-        (0 <= cfg.eval.team_size <= w.max_experts + 1,
-         f"eval.team_size must be in [0, workflow.max_experts + 1] (0 = the largest team), got {cfg.eval.team_size}"),
+        (cfg.eval.max_team_size >= w.max_experts + 1,
+         f"eval.max_team_size must be >= workflow.max_experts + 1 = {w.max_experts + 1} (the evaluation cap is "
+         f"at least the training cap), got {cfg.eval.max_team_size}"),
+        (0 <= cfg.eval.team_size <= eval_cap(cfg),
+         f"eval.team_size must be in [0, eval.max_team_size = {eval_cap(cfg)}] (0 = workflow.max_experts + 1), "
+         f"got {cfg.eval.team_size}"),
     ]
 
 

@@ -259,6 +259,10 @@ class EvalConfig:
     """Deadline for evaluation; 0 means `time_limit.end`."""
     team_size: int = 0
     """Largest team (CEO + experts) allowed in evaluation; 0 means `workflow.max_experts + 1`."""
+    max_team_size: int = 65
+    """The evaluation cap: the largest team (CEO included) `eval` and `swarmrl scale` may staff,
+    separate from the training cap `workflow.max_experts` (village to city: train with at most 9
+    agents, evaluate up to 65). At least workflow.max_experts + 1. Hiring scenarios only."""
     val_interval: int = 5
     """Training: validation accuracy on held-out problems every this many steps (0 = never)."""
     val_problems: int = 16

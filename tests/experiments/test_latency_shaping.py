@@ -69,8 +69,8 @@ def test_the_shipped_experiment_config_is_valid():
 
 def test_experiment_bad_input(tmp_path):
     p = tmp_path / "e.yaml"
-    p.write_text(f"base: {TINY}\narms: {{a: [shaping.mode=none]}}\nscale: {{team_sizes: [1, 9]}}\n")
-    with pytest.raises(ConfigError, match="team sizes must be in 1..4"):
+    p.write_text(f"base: {TINY}\narms: {{a: [shaping.mode=none]}}\nscale: {{team_sizes: [1, 99]}}\n")
+    with pytest.raises(ConfigError, match="team sizes must be in 1..65"):
         arm_configs(load_experiment(p), resolve_config)
     p.write_text(f"base: {TINY}\narms: {{a: [time_limit.start=0]}}\n")
     with pytest.raises(ConfigError, match="time_limit.start must be > 0"):
@@ -83,8 +83,8 @@ def test_experiment_bad_input(tmp_path):
 def test_cli_scale_bad_input(tmp_path, capsys):
     assert main(["scale", str(tmp_path), "--config", TINY, "--time-limits", "0,4"]) == 2
     assert "time limits must be > 0" in capsys.readouterr().out
-    assert main(["scale", str(tmp_path), "--config", TINY, "--team-sizes", "1,8"]) == 2
-    assert "team sizes must be in 1..4" in capsys.readouterr().out
+    assert main(["scale", str(tmp_path), "--config", TINY, "--team-sizes", "1,80"]) == 2
+    assert "team sizes must be in 1..65" in capsys.readouterr().out
     assert main(["experiment", "nope", "--out", str(tmp_path / "x")]) == 2
     assert "unknown experiment" in capsys.readouterr().out
 

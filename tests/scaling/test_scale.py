@@ -74,8 +74,8 @@ def test_prestaffed_teams_are_the_full_size():
 @pytest.mark.parametrize("spec, msg", [
     (ScaleSpec([1, 2], [0.0, 4.0]), "time limits must be > 0"),
     (ScaleSpec([1, 2], [-3.0]), "time limits must be > 0"),
-    (ScaleSpec([1, 5], [4.0]), r"team sizes must be in 1..4"),  # tiny_test: max_experts 3
-    (ScaleSpec([0], [4.0]), r"team sizes must be in 1..4"),
+    (ScaleSpec([1, 66], [4.0]), r"team sizes must be in 1..65"),  # eval.max_team_size, not the training cap
+    (ScaleSpec([0], [4.0]), r"team sizes must be in 1..65"),
     (ScaleSpec([1], [4.0], problems=0), "problems must be >= 1"),
 ])
 def test_bad_input(spec, msg):

@@ -21,8 +21,26 @@ from dataclasses import dataclass
 
 
 def item_label(index: int) -> str:
-    """Items are named A, B, C, ... in every task (a single-answer task has only A)."""
-    return chr(ord("A") + index - 1)
+    """Items are named A, B, ..., Z, then AA, AB, ... (spreadsheet columns) in every task; a
+    single-answer task has only A."""
+    name = ""
+    while index > 0:
+        index, r = divmod(index - 1, 26)
+        name = chr(ord("A") + r) + name
+    return name
+
+
+MAX_LABEL_LETTERS = 2  # AA..ZZ: 702 items, more than any problem needs
+
+
+def parse_label(ref: str) -> int | None:
+    """`item_label`'s inverse: "C" -> 3, "AB" -> 28; None for anything else."""
+    if not (1 <= len(ref) <= MAX_LABEL_LETTERS) or not all("A" <= c <= "Z" for c in ref):
+        return None
+    n = 0
+    for c in ref:
+        n = n * 26 + ord(c) - ord("A") + 1
+    return n
 
 
 def submission_key(s: dict) -> tuple[float, str, int]:

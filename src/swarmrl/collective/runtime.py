@@ -90,7 +90,9 @@ class Runtime:
         bus = MessageBus(latency_s=self.latency.message_latency_s,
                          max_message_chars=self.limits.max_message_chars,
                          max_messages_per_agent=self.limits.max_messages_per_agent)
-        org = Org(ceo="ceo", max_experts=scenario.team_cap(cap), max_hires=self.limits.max_hires_per_rollout)
+        team_cap = scenario.team_cap(cap)
+        # The hire budget caps churn; an evaluation cap above it (village to city) must stay reachable.
+        org = Org(ceo="ceo", max_experts=team_cap, max_hires=max(self.limits.max_hires_per_rollout, team_cap))
         r = Rollout(index=index, group=group, problem=problem, time_limit=time_limit,
                     agents={}, org=org, bus=bus, scenario=scenario)
         scenario.staff(self, r, prestaffed_experts)

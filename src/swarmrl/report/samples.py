@@ -24,6 +24,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from swarmrl.collective.grading import item_label
+
 SCHEMA = 2  # 1: Rollout.to_json alone; 2: plus the fields above
 _STEP_FILE = re.compile(r"^step_(\d+)\.jsonl$")
 
@@ -33,7 +35,7 @@ def item_labels(problem: Any, parse_item: Callable[[Any, str], int | None] | Non
     ("A" for 1) where the task reads letters, else the number itself."""
     out = {}
     for i in range(1, problem.num_items + 1):
-        letter = chr(ord("A") + i - 1) if i <= 26 else str(i)
+        letter = item_label(i)
         ok = parse_item is not None and _parses_to(parse_item, problem, letter, i)
         out[str(i)] = letter if ok else str(i)
     return out

@@ -6,6 +6,7 @@ import time
 
 from swarmrl.build import eval_problems, make_runtime, new_rollouts, place_policy
 from swarmrl.config import Config, ConfigError
+from swarmrl.config_checks import eval_cap
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram
 from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.policy.actor import LLMActor
@@ -30,8 +31,8 @@ def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None =
     scenario = runtime.scenario
     size = team_size or cfg.eval.team_size
     cap = scenario.team_cap(None) if not size else size - 1
-    if not 0 <= cap <= cfg.workflow.max_experts:
-        raise ConfigError(f"team size must be in 1..{cfg.workflow.max_experts + 1}, got {cap + 1}")
+    if not 0 <= cap < eval_cap(cfg):
+        raise ConfigError(f"team size must be in 1..{eval_cap(cfg)} (eval.max_team_size), got {cap + 1}")
     n = problems or cfg.eval.problems
     rollouts = new_rollouts(runtime, eval_problems(cfg, runtime.task, n), 1, time_limit,
                             caps=[cap] * n if scenario.hires else None)
@@ -41,6 +42,6 @@ def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None =
     m = collective_metrics(rollouts)
     m.update(role_output_metrics(rollouts)[0])
     m.update({"time_limit": time_limit, "team_size_cap": cap + 1, "problems": n,
-              "team_size_hist": team_size_histogram(rollouts, cfg.workflow.max_experts + 1),
+              "team_size_hist": team_size_histogram(rollouts, max(cap, cfg.workflow.max_experts) + 1),
               "eval_s": time.perf_counter() - t0})
     return m

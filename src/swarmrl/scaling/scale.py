@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from swarmrl.config import Config, ConfigError
+from swarmrl.config_checks import eval_cap
 from swarmrl.diagnostics.collective import at_limit, snapshot_metrics, token_counter
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
@@ -61,22 +62,23 @@ def check_spec(cfg: Config, spec: ScaleSpec) -> ScaleSpec:
     if bad:
         raise ConfigError(f"time limits must be > 0 seconds, got {bad}")
     scenario = make_scenario(cfg)
-    top = scenario.max_team_size() if scenario.hires else 1  # a fixed team is scored as it is: "size 1"
+    top = eval_cap(cfg) if scenario.hires else 1  # a fixed team is scored as it is: "size 1"
     bad = [k for k in spec.team_sizes if not 1 <= k <= top]
     if bad:
-        raise ConfigError(f"team sizes must be in 1..{top} (workflow.max_experts + 1 for "
-                          f"workflow {cfg.workflow.name!r}), got {bad}")
+        raise ConfigError(f"team sizes must be in 1..{top} (eval.max_team_size "
+                          f"for workflow {cfg.workflow.name!r}), got {bad}")
     if spec.problems < 1:
         raise ConfigError(f"problems must be >= 1, got {spec.problems}")
     return ScaleSpec(sorted(set(spec.team_sizes)), sorted(set(float(x) for x in spec.time_limits_s)),
                      spec.problems, spec.prestaffed)
 
 
-def check_same_task(trained: dict | None, cfg: Config) -> None:
-    """A checkpoint trained on another task (or another shape of it) cannot be scored on this one."""
+def check_same_task(trained: dict | None, cfg: Config, ignore: tuple[str, ...] = ()) -> None:
+    """A checkpoint trained on another task (or another shape of it) cannot be scored on this one;
+    `ignore`: task keys the caller changes on purpose (`--items`)."""
     if not trained or "task" not in trained:
         return
-    want = {k: v for k, v in cfg.task.__dict__.items() if k != "eval_seed"}
+    want = {k: v for k, v in cfg.task.__dict__.items() if k != "eval_seed" and k not in ignore}
     got = {k: trained["task"].get(k) for k in want}
     if got != want:
         diff = {k: (got[k], want[k]) for k in want if got[k] != want[k]}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from swarmrl.collective.grading import parse_label
 from swarmrl.config import TaskConfig
 from swarmrl.tasks.arith_items import RESULT_RE, ArithProblem, Item, label, stable_id, work_text
 from swarmrl.tasks.arith_roles import WorkflowScriptedActor
@@ -70,8 +71,8 @@ class ArithTask:
     def parse_item(self, problem: ArithProblem, ref: str) -> int | None:
         """An agent's item reference ("C") -> 1-based index, or None if there is no such item."""
         ref = ref.strip()
-        idx = ord(ref) - ord("A") + 1 if len(ref) == 1 and ref.isupper() else 0
-        return idx if 1 <= idx <= problem.num_items else None
+        idx = parse_label(ref)
+        return idx if idx is not None and idx <= problem.num_items else None
 
     def take(self, problem: ArithProblem, ref: str) -> list[int] | None:
         """"C" or "C-E" -> [3] or [3, 4, 5]; None if not a valid item or range."""

@@ -7,6 +7,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from swarmrl.collective.grading import item_label
+
 
 @dataclass(frozen=True)
 class Item:
@@ -41,7 +43,7 @@ def stable_id(key: str) -> str:
     return "arith-" + hashlib.sha1(key.encode()).hexdigest()[:10]
 
 
-RESULT_RE = re.compile(r"\b([A-Z])=(\d)\b")
+RESULT_RE = re.compile(r"\b([A-Z]{1,2})=(\d)\b")
 
 
 def work_text(problem: ArithProblem, index: int, known: dict[int, str], submit: bool = True) -> str:
@@ -60,5 +62,5 @@ def work_text(problem: ArithProblem, index: int, known: dict[int, str], submit: 
 
 
 def label(index: int) -> str:
-    """1 -> "A", 2 -> "B", ... (the names agents use for items)."""
-    return chr(ord("A") + index - 1)
+    """1 -> "A", 2 -> "B", ..., 27 -> "AA" (the names agents use for items; collective/grading.py)."""
+    return item_label(index)

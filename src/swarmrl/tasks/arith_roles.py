@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Sequence
 
 
+from swarmrl.collective.grading import parse_label
 from swarmrl.collective.state import TurnRequest
 from swarmrl.seeds import rng_for
 from swarmrl.policy.sampler import Sample
@@ -30,11 +31,12 @@ from swarmrl.tasks.arith_scripts import blocks, range_text
 
 def parse_desk(line: str) -> tuple[int, str, list[str]] | None:
     """`C:4+1+2?7,no` -> (3, "4+1+2", ["7", "no"]); None when there is no item in hand."""
-    if ":" not in line or not line[:1].isupper():
+    ref, sep, rest = line.partition(":")
+    index = parse_label(ref) if sep else None
+    if index is None:
         return None
-    ref, rest = line.split(":", 1)
     expr, _, cands = rest.partition("?")
-    return ord(ref) - ord("A") + 1, expr, [c for c in cands.split(",") if c]
+    return index, expr, [c for c in cands.split(",") if c]
 
 
 def slipped(problem: ArithProblem, index: int, known: dict[int, str], slip: bool) -> str:
@@ -92,7 +94,7 @@ class WorkflowScriptedActor:
             top = Counter(cands).most_common(1)[0][0]
             return f'<submit item="{ref}">{top}</submit>'
         if expr.startswith("#"):  # a dependency not seen yet: take it and compute it first
-            return f'<take item="{expr[1]}"/>'
+            return f'<take item="{expr[1:].split("+")[0]}"/>'
         dep = problem.item(index).dep
         known = {dep: expr.split("+")[0]} if dep else {}
         if spec.expects == "verdict":

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from swarmrl.collective.grading import parse_label
 from swarmrl.collective.state import TurnRequest
 from swarmrl.policy.sampler import Sample
 from swarmrl.tasks.arith_items import ArithProblem, label, work_text
@@ -100,13 +101,13 @@ class ScriptedActor:
         if desk == "(no items left)" or ":" not in desk:
             return "<done/>"
         ref, expr = desk.split(":", 1)
-        index = ord(ref) - ord("A") + 1
+        index = parse_label(ref)
         if expr.startswith("#"):  # a dependency this agent has not seen yet
             if strat.share == "wait":
                 return "<wait/>"
             if strat.share == "poll":
                 return '<read ch="general" last="8"/>'
-            return f'<take item="{expr[1]}"/>'  # recompute it first
+            return f'<take item="{expr[1:].split("+")[0]}"/>'  # recompute it first
         known = {problem.item(index).dep: expr.split("+")[0]} if problem.item(index).dep else {}
         text = work_text(problem, index, known)
         if strat.experts and strat.share != "recompute":
