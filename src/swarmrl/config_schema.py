@@ -291,6 +291,10 @@ class SandboxConfig:
     max_infra_error_rate: float = 0.1
     """Fraction of a step's rollouts that may hit grader/sandbox failures (dropped from the loss)
     before the run aborts (sandbox/infra.py: check_infra_errors)."""
+    persistent: bool = True
+    """`bwrap` mode: each worker keeps one sandbox whose server forks a fresh harness and worker
+    per execution and kills leftover processes and empties scratch after it (sandbox/server.py);
+    false starts a new sandbox and interpreters per execution (slower, the simplest design)."""
 
 
 @dataclass

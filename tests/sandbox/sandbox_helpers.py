@@ -14,8 +14,8 @@ LIMITS = Limits(cpu_time_s=2, wall_time_s=2.0, memory_mb=512, max_processes=16, 
                 max_output_bytes=1 << 20)
 
 
-def make_checked_pool(limits: Limits = LIMITS, workers: int = 2) -> SandboxPool:
-    pool = SandboxPool(limits, "bwrap", workers)
+def make_checked_pool(limits: Limits = LIMITS, workers: int = 2, persistent: bool = True) -> SandboxPool:
+    pool = SandboxPool(limits, "bwrap", workers, persistent)
     try:
         pool.check()
     except SandboxUnavailable as e:
@@ -36,6 +36,21 @@ def processes_of(uids) -> list[int]:
             if uid_line.split()[1] in wanted:
                 out.append(int(d.name))
     return out
+
+
+def _ns_pid(pid: int) -> str:
+    try:
+        line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("NSpid:"))
+    except (OSError, StopIteration):
+        return ""
+    return line.split()[-1]
+
+
+def leftovers(pool: SandboxPool) -> list[int]:
+    """Host pids of the pool's uids that outlived their execution. A persistent pool's
+    servers are PID 2 of their sandbox's namespace (PID 1 is bwrap, as root): not leftovers."""
+    pids = processes_of(pool_uids(pool))
+    return [p for p in pids if not (pool.persistent and _ns_pid(p) == "2")]
 
 
 def fn_job(solution: str, test: str = "assert candidate() == 'escaped'") -> dict:

@@ -92,6 +92,16 @@ def bwrap_argv(limits: Limits, uid: int, as_root: bool, python: str, prefix: str
     return args + [python, "-I", "-S"]
 
 
+def server_argv(limits: Limits, uid: int, as_root: bool, python: str, prefix: str) -> list[str]:
+    """The persistent mode's sandbox (forkserver.py): as `bwrap_argv`, plus an mqueue mount
+    (so the server can see and remove the message queues a submission leaves), and no CPU
+    limit on the long-lived server itself: each execution's harness sets its own."""
+    argv = bwrap_argv(limits, uid, as_root, python, prefix)
+    i = argv.index("--dev") + 2
+    argv[i:i] = ["--mqueue", "/dev/mqueue"]
+    return ["--cpu=unlimited" if a.startswith("--cpu=") else a for a in argv]
+
+
 def local_argv(limits: Limits, python: str) -> list[str]:
     """`unsafe_local`: the same harness and rlimits, no namespaces (trusted code only)."""
     pre = prlimit_args(limits, shutil.which("prlimit") or "prlimit")

@@ -168,17 +168,42 @@ class CandidateError(Exception):
     """The submission raised inside a call; a test fails unless it expected that."""
 
 
+# In the persistent mode (forkserver.py) the worker was forked before the job was read:
+# (process, request pipe, reply pipe). Empty: start a fresh interpreter.
+PREFORKED = []
+
+
+class Forked:
+    """A forked child with the part of Popen's interface that Worker uses."""
+
+    def __init__(self, pid):
+        self.pid, self.returncode = pid, None
+
+    def poll(self, flags=os.WNOHANG):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, flags)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self):
+        return self.poll(0)
+
+
 class Worker:
     def __init__(self, job, deadline):
         self.deadline, self.cap = deadline, job["max_reply_bytes"]
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-u", "-c", job["harness_source"], "worker", str(req_r), str(rep_w)],
-            stdin=subprocess.DEVNULL, pass_fds=(req_r, rep_w), start_new_session=True)
-        os.close(req_r)
-        os.close(rep_w)
-        self.req, self.rep = req_w, rep_r
+        if PREFORKED:
+            self.proc, self.req, self.rep = PREFORKED.pop()
+        else:
+            req_r, req_w = os.pipe()
+            rep_r, rep_w = os.pipe()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-u", "-c", job["harness_source"], "worker", str(req_r), str(rep_w)],
+                stdin=subprocess.DEVNULL, pass_fds=(req_r, rep_w), start_new_session=True)
+            os.close(req_r)
+            os.close(rep_w)
+            self.req, self.rep = req_w, rep_r
         job["untrusted_ran"] = True
         send(self.req, {"setup": job["setup"], "solution": job["solution"]})
         got = self._reply()
@@ -214,10 +239,11 @@ class Worker:
         return decode(got["ok"])
 
     def kill(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        for kill in (os.killpg, os.kill):  # the group, and the worker itself if it has none yet
+            try:
+                kill(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
         return self.proc.wait()
 
 

@@ -17,6 +17,7 @@ from typing import Sequence
 from swarmrl.sandbox.bwrap import missing_tools
 from swarmrl.sandbox.limits import ExecResult, Limits
 from swarmrl.sandbox.runner import run_job
+from swarmrl.sandbox.server import ForkServer
 
 MAX_WORKERS = 64
 _PROBE = {"solution": "def f(x):\n    return x + 1\n", "entry_point": "f",
@@ -35,19 +36,29 @@ def slot_uids(workers: int, pid: int | None = None) -> list[int]:
 
 
 class SandboxPool:
-    def __init__(self, limits: Limits, mode: str = "bwrap", workers: int = 2):
+    """`persistent` (bwrap mode only): each slot keeps one sandbox whose server forks a fresh
+    harness and worker per execution and restores the sandbox after it (server.py,
+    forkserver.py); otherwise every execution starts its own sandbox (runner.py)."""
+
+    def __init__(self, limits: Limits, mode: str = "bwrap", workers: int = 2, persistent: bool = True):
         if not 1 <= workers <= MAX_WORKERS:
             raise ValueError(f"sandbox workers must be in [1, {MAX_WORKERS}], got {workers}")
         self.limits, self.mode, self.workers = limits, mode, workers
+        # unsafe_local has no PID namespace or private /tmp to restore: never persistent.
+        self.persistent = persistent and mode == "bwrap"
         self.uids = slot_uids(workers)  # host uids of the slots (as root)
         self._uids: queue.Queue[int] = queue.Queue()
         for uid in self.uids:
             self._uids.put(uid)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox")
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-start")
+        self._servers = {uid: ForkServer(limits, uid, self._starter) for uid in self.uids} if self.persistent else {}
 
     def run(self, job: dict) -> ExecResult:
         uid = self._uids.get()
         try:
+            if self.persistent:
+                return self._servers[uid].run(job)
             return run_job(job, self.limits, self.mode, uid)
         finally:
             self._uids.put(uid)
@@ -73,6 +84,9 @@ class SandboxPool:
         """Idempotent; `map` raises afterwards. Queued jobs are dropped, running ones finish
         (each is bounded by wall_time_s, and bwrap's --die-with-parent takes its processes with it)."""
         self._executor.shutdown(wait=True, cancel_futures=True)
+        for server in self._servers.values():
+            server.kill()
+        self._starter.shutdown(wait=True)
 
 
 def limits_from_config(cfg) -> Limits:
@@ -87,7 +101,7 @@ def make_pool(cfg, check: bool = True) -> SandboxPool:
     if cfg.mode == "unsafe_local":
         warnings.warn("sandbox.mode=unsafe_local: model-written code runs WITHOUT isolation "
                       "(only rlimits). Use it for trusted code only.", RuntimeWarning, stacklevel=2)
-    pool = SandboxPool(limits_from_config(cfg), cfg.mode, cfg.workers)
+    pool = SandboxPool(limits_from_config(cfg), cfg.mode, cfg.workers, cfg.persistent)
     if check:
         pool.check()
     return pool
