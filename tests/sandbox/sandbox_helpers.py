@@ -4,6 +4,7 @@ where bwrap cannot run at all), and a look for processes left behind on the host
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,15 @@ def leftovers(pool: SandboxPool) -> list[int]:
     servers are PID 2 of their sandbox's namespace (PID 1 is bwrap, as root): not leftovers."""
     pids = processes_of(pool_uids(pool))
     return [p for p in pids if not (pool.persistent and _ns_pid(p) == "2")]
+
+
+def leftovers_after(pool: SandboxPool, seconds: float = 2.0) -> list[int]:
+    """`leftovers` once they are gone, or after `seconds`: a sandbox killed whole (bwrap's
+    group) takes its PID namespace down asynchronously, after our kill returns."""
+    deadline = time.monotonic() + seconds
+    while (left := leftovers(pool)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
 
 
 def fn_job(solution: str, test: str = "assert candidate() == 'escaped'") -> dict:
