@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -84,13 +85,35 @@ def test_torchrun_ddp_run_writes_the_run_directory_and_equals_one_process(straig
     assert (run / "samples" / "step_0000.jsonl").read_text() == (straight / "samples" / "step_0000.jsonl").read_text()
 
 
-def test_an_fsdp_checkpoint_resumes_in_one_process(straight, init, tmp_path, run_match):
-    run = tmp_path / "fsdp_then_single"
+@pytest.fixture(scope="module")
+def fsdp_step1(init, tmp_path_factory) -> Path:
+    """One fsdp step (checkpoints/step_1); tests resume copies of it."""
+    run = tmp_path_factory.mktemp("fsdp1") / "run"
     torchrun(["train", *ARGS, "rl.steps=1", "learner.strategy=fsdp", "--out", str(run), "--init", str(init)],
-             tmp_path / "fsdp.log")
+             run.parent / "fsdp.log")
+    return run
+
+
+def test_an_fsdp_checkpoint_resumes_in_one_process(straight, fsdp_step1, tmp_path, run_match):
+    run = shutil.copytree(fsdp_step1, tmp_path / "fsdp_then_single")
     assert main(["train", "--resume", str(run), "rl.steps=2", "learner.strategy=single"]) == 0
     run_match.metrics(rows(run), rows(straight))
     run_match.weights(weights(run, 2), weights(straight, 2))
+
+
+def test_an_fsdp_resume_under_fsdp_is_bit_exact(init, fsdp_step1, tmp_path):
+    """Same strategy, same world size: the full-state checkpoint loses nothing (weights, AdamW
+    moments, RNG), so "2 steps" equals "1 step, stop, resume, 1 step" exactly."""
+    straight_fsdp, run = tmp_path / "fsdp2", shutil.copytree(fsdp_step1, tmp_path / "fsdp_resumed")
+    torchrun(["train", *ARGS, "learner.strategy=fsdp", "--out", str(straight_fsdp), "--init", str(init)],
+             tmp_path / "straight.log")
+    torchrun(["train", "--resume", str(run), "rl.steps=2"], tmp_path / "resume.log")
+    assert rows(run) == rows(straight_fsdp)
+    a, b = weights(run, 2), weights(straight_fsdp, 2)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    oa, ob = (torch.load(r / "checkpoints" / "step_2" / "optim_optim_shared.pt", weights_only=False)["state"]
+              for r in (run, straight_fsdp))
+    assert all(torch.equal(oa[i][k], ob[i][k]) for i in ob for k in ob[i] if isinstance(ob[i][k], torch.Tensor))
 
 
 def test_a_single_process_checkpoint_resumes_under_fsdp(straight, init, tmp_path, run_match):
