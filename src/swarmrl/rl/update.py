@@ -13,6 +13,10 @@ the role's multiplicity.
 Per-role gradient norm: under `isolated` it is the norm of the role's adapter gradient,
 every step. Under `shared` the roles' gradients sum into one tensor, so on diagnostic steps
 each role gets its own backward pass first (role_grad_interval; costs one more pass).
+
+Sharded learner (learner.strategy ddp | fsdp, `sharding`): the weights are still computed over
+the whole minibatch on every rank; only the backward is split (distributed/sharding.py), and
+the ranks' loss and per-role sums are added before the metrics, so they match one process.
 """
 
 from __future__ import annotations
