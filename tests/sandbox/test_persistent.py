@@ -4,11 +4,12 @@ infra_error."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
 
-from sandbox_helpers import LIMITS, leftovers, leftovers_after, make_checked_pool
+from sandbox_helpers import IS_ROOT, LIMITS, leftovers, leftovers_after, make_checked_pool
 from swarmrl.sandbox import server as server_mod
 from swarmrl.sandbox.server import ForkServer
 
@@ -137,3 +138,30 @@ def test_a_server_that_cannot_start_is_infra_error(monkeypatch):
     monkeypatch.setattr(server_mod, "server_argv", lambda *a, **k: [real(*a, **k)[0], "--no-such-flag"])
     got = ForkServer(LIMITS, 200_000 + 62).run(_job("def f():\n    return 1\n", "assert candidate() == 1"))
     assert got.status == "infra_error" and "no-such-flag" in got.detail
+
+
+ADD_KEY = textwrap.dedent("""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    r = libc.syscall(248, b"user", b"swarmleakkey", b"v", 1, -4)  # add_key(.., @u)
+    err = ctypes.get_errno()
+    def f():
+        return r > 0 or err
+    """)
+
+SEE_KEY = "def f():\n    return 'swarmleakkey' in open('/proc/keys').read()\n"
+
+
+@pytest.mark.skipif(not (IS_ROOT and os.uname().machine == "x86_64"), reason="slot uids and add_key's x86_64 number")
+@pytest.mark.parametrize("then", ["", "import os, signal\nos.kill(-1, signal.SIGKILL)\n"], ids=["restored", "killed"])
+def test_keys_added_to_the_uid_keyring_are_cleared(then):
+    """A key belongs to the uid, not to the sandbox: only the persistent mode clears it, after
+    each execution and when a slot's sandbox starts (the per-execution mode does not)."""
+    p = make_checked_pool(LIMITS, workers=1, persistent=True)
+    try:
+        planted = p.run(_job(ADD_KEY + then, "r = candidate()\nassert r is True, r"))
+        assert planted.status == ("pass" if not then else "error"), planted
+        seen = p.run(_job(SEE_KEY, "assert not candidate()"))
+        assert seen.status == "pass", seen
+    finally:
+        p.close()

@@ -2,7 +2,7 @@
 
 Standard library only, and never imported by swarmrl itself: its source is appended to
 harness.py's and handed to the sandboxed interpreter (`python -I -S -u -c SOURCE server
-CTL_FD CPU_S`), so the names it uses (`harness`, `worker`, `Forked`, `PREFORKED`, `select`,
+CTL_FD CPU_S OWN_UID`), so the names it uses (`harness`, `worker`, `Forked`, `PREFORKED`, `select`,
 ...) are harness.py's globals.
 
 Why a server. Interpreter start-up and imports, twice per execution (harness and worker),
@@ -20,8 +20,8 @@ two-process design, where the worker is a separate interpreter).
 Between executions, after H has ended, the server restores the sandbox to its state at
 start: SIGKILL to every process it may signal in its PID namespace (all the submission's
 processes share its uid; the namespace's init, bwrap, is not a target), repeated until
-/proc shows only init and itself; scratch (/tmp) and the mqueue mount emptied; and no
-System V IPC object left. If any of that fails it exits, and the parent starts a fresh
+/proc shows only init and itself; scratch (/tmp) and the mqueue mount emptied; no System
+V IPC object left; and the slot uid's keyrings cleared. If any of that fails it exits, and the parent starts a fresh
 sandbox. It tells the parent `clean` only after all of it; the parent sends the next job
 only to a server that said so.
 """
@@ -58,6 +58,47 @@ def _wipe(path):
             _os.unlink(full)
 
 
+_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(_os.uname().machine)  # keyctl(2)'s syscall number
+_LIBC = []  # ctypes' libc, once the server has loaded it
+_OWN_UID = []  # non-empty: the uid is the pool slot's own (the parent ran as root)
+
+
+def _clear_keys():
+    """Keys added to the uid's keyrings (`add_key(..., @u)`) belong to the uid, not to a
+    process or a sandbox: they would outlive the submission, and even a fresh sandbox of
+    this slot. Cleared (KEYCTL_CLEAR) at start and after each execution, only when the
+    uid is the slot's own (as root); else it is the user's, whose keys are not ours to clear."""
+    if _KEYCTL is None or not _LIBC or not _OWN_UID:
+        return True
+    libc = _LIBC[0]
+    persistent = libc.syscall(_KEYCTL, 22, -1, -4)  # KEYCTL_GET_PERSISTENT (linked into @u)
+    if persistent > 0:
+        libc.syscall(_KEYCTL, 7, persistent)
+    if not all(libc.syscall(_KEYCTL, 7, ring) == 0 for ring in (-4, -5)):  # @u, @us
+        return False
+    # An unlinked key stays listed in /proc/keys, description and all, until the kernel's
+    # key collector runs (asynchronously): wait for it, so the next submission cannot read it.
+    for _ in range(200):
+        if not _own_keys():
+            return True
+        time.sleep(0.005)  # noqa: F821
+    return False
+
+
+def _own_keys():
+    """Keys and keyrings of our uid in /proc/keys, but the kernel's own per-uid keyrings."""
+    try:
+        lines = open("/proc/keys").read().splitlines()
+    except OSError:
+        return []
+    uid, out = str(_os.getuid()), []
+    for line in lines:
+        parts = line.split(None, 8)
+        if len(parts) == 9 and parts[5] == uid and not parts[8].startswith(("_uid.", "_uid_ses.", "_persistent.")):
+            out.append(parts[8])
+    return out
+
+
 def _others():
     me = _os.getpid()
     return [p for p in _os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
@@ -83,7 +124,7 @@ def _restore():
         sysv = [f for f in _SYSV if _os.path.exists(f) and len(open(f).readlines()) > 1]
     except OSError:
         return False
-    return not left and not sysv
+    return not left and not sysv and _clear_keys()
 
 
 def _close_all_but(keep):
@@ -138,7 +179,7 @@ def _harness_child(ctl, fds, cpu_s):
         _os._exit(code)
 
 
-def serve(ctl_fd, cpu_s):
+def serve(ctl_fd, cpu_s, own_uid):
     """The server's loop: one fork per job, a full restore after each, until the parent goes."""
     if not _in_own_sandbox():
         raise SystemExit("forkserver: not inside a bwrap sandbox with a private /tmp; refusing to run")
@@ -149,6 +190,10 @@ def serve(ctl_fd, cpu_s):
     # Not dumpable: a process of the same uid cannot ptrace the server or open its descriptors.
     if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
         raise SystemExit("prctl(PR_SET_DUMPABLE) failed")
+    _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    _OWN_UID.extend([True] if own_uid else [])
+    if not _clear_keys():  # what a previous sandbox of this slot may have left
+        raise SystemExit("forkserver: cannot clear the uid's keyrings")
     ctl = _socket.socket(fileno=ctl_fd)
     ctl.send(b'{"ready": true}')
     while True:
@@ -172,4 +217,4 @@ def serve(ctl_fd, cpu_s):
 
 if __name__ == "__main__" and sys.argv[1] == "server":  # noqa: F821
     select, signal, subprocess = __import__("select"), __import__("signal"), __import__("subprocess")
-    serve(int(sys.argv[2]), int(sys.argv[3]))  # noqa: F821
+    serve(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1")  # noqa: F821

@@ -53,8 +53,9 @@ class ForkServer:
 
     def argv(self, ctl_fd: int) -> list[str]:
         python, prefix = python_paths()
-        return server_argv(self.limits, self.uid, os.geteuid() == 0, python, prefix) + [
-            "-u", "-c", SERVER_SOURCE, "server", str(ctl_fd), str(self.limits.cpu_time_s)]
+        as_root = os.geteuid() == 0  # then the sandbox runs as the slot's own uid
+        return server_argv(self.limits, self.uid, as_root, python, prefix) + [
+            "-u", "-c", SERVER_SOURCE, "server", str(ctl_fd), str(self.limits.cpu_time_s), str(int(as_root))]
 
     def start(self) -> str | None:
         """Start (or restart) the sandbox; None once it said `ready`, else why not."""
