@@ -48,3 +48,13 @@ def test_missing_bwrap_names_the_package(monkeypatch):
             pool.check()
     finally:
         pool.close()
+
+
+def test_server_argv_is_the_sandbox_plus_mqueue_without_a_cpu_limit():
+    """The persistent server's sandbox: the same isolation; no CPU limit on the long-lived server
+    (each execution's harness sets its own), and an mqueue mount it can empty."""
+    base = bw.bwrap_argv(LIM, 200_123, True, "/opt/py/bin/python3.11", "/opt/py")
+    argv = bw.server_argv(LIM, 200_123, True, "/opt/py/bin/python3.11", "/opt/py")
+    assert argv[argv.index("--mqueue") + 1] == "/dev/mqueue" and "--cpu=unlimited" in argv
+    without = [a for a in argv if a not in ("--mqueue", "/dev/mqueue", "--cpu=unlimited")]
+    assert without == [a for a in base if a != "--cpu=3:4"]
