@@ -1,7 +1,9 @@
 """The code that runs inside the sandbox: a trusted harness and an untrusted worker.
 
 Standard library only, and never imported by swarmrl itself: its source is handed to the
-sandboxed interpreter (`python -I -S -c SOURCE harness|worker|program ...`).
+sandboxed interpreter (`python -I -S -c SOURCE harness|worker|program ...`). In the
+persistent mode (forkserver.py) the harness and the worker are forked children of a server
+instead of fresh interpreters; everything below holds for both.
 
 Why two processes. Tested code and test code in one interpreter means the tested code can
 forge anything that process reports: `sys.exit(0)` before the tests, an `__eq__` that is
