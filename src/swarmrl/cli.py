@@ -221,6 +221,44 @@ def _config_keys_epilog() -> str:
     return "\n".join(lines)
 
 
+def _add_eval_parsers(sub) -> None:
+    """`eval` and `scale`: score a trained policy."""
+    p = sub.add_parser("eval", help="score a run / checkpoint / model dir on held-out problems")
+    p.add_argument("checkpoint")
+    p.add_argument("--config", help="config (default: the run's own)")
+    p.add_argument("--time-limit", type=float, default=None, help="deadline in simulated seconds")
+    p.add_argument("--team-size", type=int, default=None, help="largest team, CEO included")
+    p.add_argument("--problems", type=int, default=None)
+    p.add_argument("--greedy", action="store_true")
+    p.add_argument("--json", help="also write the metrics to this file")
+    p.set_defaults(fn=cmd_eval)
+    p = sub.add_parser("scale", help="score vs latency budget per team size (collective scaling eval)")
+    p.add_argument("checkpoint", help="run dir, checkpoint dir, or model dir (then --config is needed)")
+    p.add_argument("--team-sizes", default="1,2,4,8", help="comma-separated, CEO included")
+    p.add_argument("--time-limits", default=None, help="comma-separated simulated seconds")
+    p.add_argument("--problems", type=int, default=None, help="held-out problems per team size")
+    p.add_argument("--prestaffed", action="store_true", help="hire the team at t=0 instead of capping the CEO")
+    p.add_argument("--items", type=int, default=None,
+                   help="items per problem for the evaluation (task.items_per_problem; default: the run's)")
+    p.add_argument("--config", help="config (default: the run's own)")
+    p.add_argument("--out", default="scaling", help="directory for scaling.json/.csv and PNGs")
+    p.set_defaults(fn=cmd_scale)
+
+
+def _add_report_parsers(sub) -> None:
+    """`report` and `view`: see what a run did."""
+    p = sub.add_parser("report", help="write a run's report.html (plots + swarm timeline) and PNG plots")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--out", help="where to write the HTML (default RUN/report.html)")
+    p.add_argument("--no-png", action="store_true", help="skip the PNGs in RUN/plots/")
+    p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("view", help="serve a run's report on 127.0.0.1, rebuilt on each load (while it trains)")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any free port)")
+    p.add_argument("--refresh", type=float, default=30.0, help="seconds between page reloads (0: never)")
+    p.set_defaults(fn=cmd_view)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="swarmrl", description=__doc__)
     ap.add_argument("--version", action="version", version=f"swarmrl {__version__}")
@@ -237,30 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", help="continue the run in this directory from its latest checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.set_defaults(fn=cmd_train)
-    p = sub.add_parser("eval", help="score a run / checkpoint / model dir on held-out problems")
-    p.add_argument("checkpoint")
-    p.add_argument("--config", help="config (default: the run's own)")
-    p.add_argument("--time-limit", type=float, default=None, help="deadline in simulated seconds")
-    p.add_argument("--team-size", type=int, default=None, help="largest team, CEO included")
-    p.add_argument("--problems", type=int, default=None)
-    p.add_argument("--greedy", action="store_true")
-    p.add_argument("--json", help="also write the metrics to this file")
-    p.set_defaults(fn=cmd_eval)
+    _add_eval_parsers(sub)
     p = sub.add_parser("demo", help="warm start + RLCR training + evaluation on the embedded default")
     p.add_argument("--config", default=None)
     p.add_argument("--out", default="runs/demo")
     p.set_defaults(fn=cmd_demo)
-    p = sub.add_parser("scale", help="score vs latency budget per team size (collective scaling eval)")
-    p.add_argument("checkpoint", help="run dir, checkpoint dir, or model dir (then --config is needed)")
-    p.add_argument("--team-sizes", default="1,2,4,8", help="comma-separated, CEO included")
-    p.add_argument("--time-limits", default=None, help="comma-separated simulated seconds")
-    p.add_argument("--problems", type=int, default=None, help="held-out problems per team size")
-    p.add_argument("--prestaffed", action="store_true", help="hire the team at t=0 instead of capping the CEO")
-    p.add_argument("--items", type=int, default=None,
-                   help="items per problem for the evaluation (task.items_per_problem; default: the run's)")
-    p.add_argument("--config", help="config (default: the run's own)")
-    p.add_argument("--out", default="scaling", help="directory for scaling.json/.csv and PNGs")
-    p.set_defaults(fn=cmd_scale)
     p = sub.add_parser("experiment", help="named experiments (latency-shaping, division)")
     p.add_argument("name", help="latency-shaping or division")
     p.add_argument("--config", help="experiment YAML (default configs/experiments/<name>.yaml)")
@@ -271,16 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("grid", help="grid YAML, e.g. configs/sweeps/workflow_grid.yaml")
     p.add_argument("--out", default="runs/sweep")
     p.set_defaults(fn=cmd_sweep)
-    p = sub.add_parser("report", help="write a run's report.html (plots + swarm timeline) and PNG plots")
-    p.add_argument("run", help="run directory")
-    p.add_argument("--out", help="where to write the HTML (default RUN/report.html)")
-    p.add_argument("--no-png", action="store_true", help="skip the PNGs in RUN/plots/")
-    p.set_defaults(fn=cmd_report)
-    p = sub.add_parser("view", help="serve a run's report on 127.0.0.1, rebuilt on each load (while it trains)")
-    p.add_argument("run", help="run directory")
-    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any free port)")
-    p.add_argument("--refresh", type=float, default=30.0, help="seconds between page reloads (0: never)")
-    p.set_defaults(fn=cmd_view)
+    _add_report_parsers(sub)
     return ap
 
 

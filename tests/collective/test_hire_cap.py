@@ -41,5 +41,7 @@ def test_default_cap_is_the_configs_and_make_runtime_passes_it():
     cfg.workflow.max_hires_per_rollout = 2
     runtime, _ = make_runtime(cfg, build_tokenizer())
     assert runtime.limits.max_hires_per_rollout == 2
-    r = runtime.new_rollout(0, 0, runtime.task.sample(np.random.default_rng(0), 1)[0], 1e9, 8)
-    assert r.org.max_hires == 2
+    problem = runtime.task.sample(np.random.default_rng(0), 1)[0]
+    assert runtime.new_rollout(0, 0, problem, 1e9, 2).org.max_hires == 2
+    # An evaluation cap above the hire budget (village to city) raises the budget to the cap.
+    assert runtime.new_rollout(0, 0, problem, 1e9, 40).org.max_hires == 40

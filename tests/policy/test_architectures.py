@@ -123,7 +123,7 @@ def test_rows_joining_and_dropping_out_decode_as_if_alone(arch, greedy, temperat
     seeds = [100 + i for i in range(len(prompts))]
     solo = [alone(policy, x, greedy, temperature, s) for x, s in zip(prompts, seeds)]
     stop = solo[0].ids[2]  # row 0 ends at its 3rd token, so do others that emit it: rows leave mid-batch
-    pol = dataclasses.replace(policy, end_id=stop)
+    pol = dataclasses.replace(policy, stop_id=stop)
     stream = HFSampler(pol, temperature=temperature).stream(MAX_NEW, greedy=greedy, admit_fraction=0.0)
     stream.add(0, prompts[0], row_seed=seeds[0])
     stream.add(1, prompts[1], row_seed=seeds[1])

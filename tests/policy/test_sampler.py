@@ -84,7 +84,7 @@ def test_turn_stops_at_the_end_token_and_hit_cap_otherwise(policy):
     ids0 = greedy[0].ids
     j = next(j for j in range(1, len(ids0)) if ids0[j] not in ids0[:j])
     stop = ids0[j]
-    pol = dataclasses.replace(policy, end_id=stop)
+    pol = dataclasses.replace(policy, stop_id=stop)
     out = HFSampler(pol).generate(prompts, 8, seed=0, greedy=True)
     assert out[0].ids == ids0[:j + 1]
     assert out[0].hit_cap is False
@@ -113,7 +113,7 @@ def test_dropping_finished_rows_keeps_the_others_exact(policy):
     alone = [HFSampler(policy).generate([x], 10, seed=0, greedy=True)[0].ids for x in prompts]
     # End token = the 3rd greedy token of prompt 0, so that row (and any other emitting it) drops out early.
     stop = alone[0][2]
-    pol = dataclasses.replace(policy, end_id=stop)
+    pol = dataclasses.replace(policy, stop_id=stop)
     batched = HFSampler(pol).generate(prompts, 10, seed=0, greedy=True)
     dropped = 0
     for ids, s in zip(alone, batched):

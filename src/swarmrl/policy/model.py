@@ -29,12 +29,13 @@ class Policy:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     pad_id: int
+    stop_id: int | None = None  # a stop token chosen by hand (tests); None: the tokenizer's
 
     @property
     def end_id(self) -> int:
         """The token that ends an agent turn: read from the tokenizer each time, because
         `model.chat_template` may install a template after loading (policy/chat.py)."""
-        return turn_end_id(self.tokenizer)
+        return self.stop_id if self.stop_id is not None else turn_end_id(self.tokenizer)
 
 
 def _wrap(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Policy:
