@@ -83,7 +83,7 @@ def test_rows_ending_at_different_steps_leave_with_the_right_tokens(policy):  # 
     prompts = prompts_of_lengths([6, 13, 3, 21], seed=5)
     solo = [alone(policy, x, 10).ids for x in prompts]
     stop = solo[0][2]
-    pol = dataclasses.replace(policy, end_id=stop)
+    pol = dataclasses.replace(policy, stop_id=stop)
     stream = HFSampler(pol).stream(10, greedy=True)
     for i, x in enumerate(prompts):
         stream.add(i, x, key=i)
