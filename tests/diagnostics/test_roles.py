@@ -83,3 +83,20 @@ def test_grad_norm_by_hand():
     lin(torch.ones(1, 3)).pow(2).sum().backward()
     expected = torch.nn.utils.get_total_norm([p.grad for p in lin.parameters()])
     assert grad_norm(lin.parameters()) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_role_clip_counts_follow_clip_higher_and_dual_clip():
+    """ratio 1.25 with A > 0 is clipped at eps 0.2 but not under clip-higher 0.28; ratio 4 with
+    A < 0 is clipped only by the dual clip (c = 3)."""
+    import math
+
+    import torch
+
+    from swarmrl.diagnostics.roles import role_token_sums
+    logp = torch.tensor([[math.log(1.25), math.log(4.0)]])
+    old, ent, mask = torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2)
+    adv = torch.tensor([[1.0, -1.0]])
+    clipped = lambda **kw: role_token_sums(logp, old, ent, mask, ["r"], 0.2, adv=adv, **kw)["r"]["clipped"]  # noqa: E731
+    assert clipped() == 1.0
+    assert clipped(clip_eps_high=0.28) == 0.0
+    assert clipped(clip_eps_high=0.28, dual_clip=3.0) == 1.0

@@ -28,21 +28,23 @@ SUM_KEYS = ("tokens", "nll", "entropy", "ratio", "clipped")
 
 
 def role_token_sums(logp: torch.Tensor, old_logp: torch.Tensor, entropy: torch.Tensor, mask: torch.Tensor,
-                    role_of_row: list[str], clip_eps: float | None, *, adv: torch.Tensor
-                    ) -> dict[str, dict[str, float]]:
+                    role_of_row: list[str], clip_eps: float | None, *, adv: torch.Tensor,
+                    clip_eps_high: float = 0.0, dual_clip: float = 0.0) -> dict[str, dict[str, float]]:
     """Per-role sums over generated tokens of one micro-batch.  logp, old_logp, entropy, mask, adv: [B, T].
 
     Returns {role: {tokens, nll (sum of -logp), entropy, ratio (sum of exp(logp - old_logp)),
     clipped (count of tokens whose gradient the PPO clip removes, the same set as the loss's
     clip_frac: rl/losses.py `clip_removes_gradient`; 0 when clip_eps is None, a loss that
-    does not clip)}}. Roles without generated tokens are omitted.
+    does not clip; `clip_eps_high` and `dual_clip` as in the loss)}}. Roles without generated tokens
+    are omitted.
     """
     if len(role_of_row) != logp.shape[0]:
         raise ValueError(f"role_of_row has {len(role_of_row)} entries for {logp.shape[0]} rows")
     with torch.no_grad():
         m = mask.to(logp.dtype)  # [B, T]
         ratio = torch.exp(logp - old_logp)  # [B, T]
-        clipped = (clip_removes_gradient(ratio, adv, clip_eps).to(logp.dtype) if clip_eps is not None
+        clipped = (clip_removes_gradient(ratio, adv, clip_eps, clip_eps_high, dual_clip).to(logp.dtype)
+                   if clip_eps is not None
                    else torch.zeros_like(m))  # [B, T]
         per_row = {
             "tokens": m.sum(1),  # [B]

@@ -105,7 +105,7 @@ class Updater:
                     if stats is not None:
                         stats.update(merge_sums(stats, role_token_sums(
                             logp.detach(), t["old_logp"], ent, t["mask"], [s.role for s in micro], role_eps,
-                            adv=t["adv"])))
+                            adv=t["adv"], clip_eps_high=self.cfg.clip_eps_high, dual_clip=self.cfg.dual_clip)))
         return sums
 
     def update(self, seqs: list[TrainSeq], step: int, measure_roles: bool) -> dict[str, float]:
