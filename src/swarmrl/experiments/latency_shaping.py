@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,24 +27,11 @@ import yaml
 from swarmrl.config import Config, ConfigError, load_config, suggest
 from swarmrl.policy.model import load_policy
 from swarmrl.experiments.report import REF, WARM, WINDOW, write_report
+from swarmrl.experiments.spec import ExperimentConfig
 from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
 from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize,
                                    write_table)
 
-
-
-@dataclass
-class ExperimentConfig:
-    base: str = "rlcr_arith.yaml"
-    """The swarmrl config every arm starts from (a path or a preset name in configs/)."""
-    overrides: list[str] = field(default_factory=list)
-    """key=value overrides applied to every arm (the shared budget: steps, seed, ...)."""
-    arms: dict[str, list[str]] = field(default_factory=dict)
-    """Arm name -> its own key=value overrides (at least the shaping mode)."""
-    scale: ScaleSpec = field(default_factory=ScaleSpec)
-    """The scaling evaluation run on every arm (and on the warm start)."""
-    title: str = "Latency shaping: does a time limit teach a collective to parallelise?"
-    """The report's heading."""
 
 
 def load_experiment(path: Path, extra_overrides: list[str] | None = None) -> ExperimentConfig:

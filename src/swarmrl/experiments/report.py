@@ -7,14 +7,10 @@ appears when the experiment has a `time_limit` arm.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from swarmrl.config import Config
+from swarmrl.experiments.spec import ExperimentConfig
 from swarmrl.report.scaling import md_table, plot_grouped_bars, plot_training_compare
 from swarmrl.scaling.scale import score_at, time_to_score
-
-if TYPE_CHECKING:
-    from swarmrl.experiments.latency_shaping import ExperimentConfig
 
 WARM = "warm_start"
 WINDOW = 10  # steps in the "first" and "last" training windows the checks compare (at most half the run)
