@@ -54,10 +54,15 @@ def turn_end_id(tokenizer) -> int:
     end = tokenizer.convert_tokens_to_ids(END)
     if end is not None and end != tokenizer.unk_token_id:
         return int(end)
-    if getattr(tokenizer, "chat_template", None):
-        found = _template_end(tokenizer)
-        if found is not None:
-            return found[0]
+    template = getattr(tokenizer, "chat_template", None)
+    if template:
+        # The sampler asks on every call: render the probe once per template, cached on the tokenizer.
+        cached = getattr(tokenizer, "_swarmrl_turn_end", None)
+        if cached is None or cached[0] != template:
+            cached = (template, _template_end(tokenizer))
+            tokenizer._swarmrl_turn_end = cached
+        if cached[1] is not None:
+            return cached[1][0]
     return int(tokenizer.eos_token_id)
 
 
