@@ -119,7 +119,10 @@ def test_ctrl_c_during_a_ray_run_leaves_no_ray_process(tmp_path):
         [sys.executable, "-m", "swarmrl.cli", "train", str(TINY), "--out", str(out), "--init", str(init),
          "distributed.backend=ray", "distributed.rollout_workers=2", "rl.steps=1000", "eval.val_interval=0",
          "run.progress=false", "run.checkpoint_every=0"],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+        # Ctrl-C as a terminal delivers it: a test run started in the background (`pytest &` in a
+        # script) has SIGINT ignored, and an ignored signal stays ignored across exec.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # Mid-run: the first step is logged and both rollout workers are up.
         _wait(lambda: proc.poll() is not None or ((out / "metrics.jsonl").exists()
