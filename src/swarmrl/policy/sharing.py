@@ -292,6 +292,11 @@ def make_policy_set(policy: Policy, sharing: str, role_types: list[str], lora_ra
     return cls(policy, role_types, temperature=temperature)
 
 
+def tokenizer_of(policy: "Policy | PolicySet"):
+    """The tokenizer of one policy or of a run's per-role policies (they share the base's)."""
+    return policy.base.tokenizer if isinstance(policy, PolicySet) else policy.tokenizer
+
+
 def load_weights(model: torch.nn.Module, sd: dict[str, torch.Tensor], source: str) -> None:
     """Copy a state dict into a model of the same architecture (KeyError naming `source` if not)."""
     _load(model, sd, source)

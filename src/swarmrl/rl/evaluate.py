@@ -11,7 +11,7 @@ from swarmrl.diagnostics.collective import collective_metrics, team_size_histogr
 from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
-from swarmrl.policy.sharing import PolicySet
+from swarmrl.policy.sharing import PolicySet, tokenizer_of
 
 
 def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None = None, team_size: int | None = None,
@@ -25,7 +25,7 @@ def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None =
     if time_limit <= 0:
         raise ValueError(f"time limit must be > 0 seconds, got {time_limit}")
     place_policy(cfg, policy, role="eval")  # model.device (a no-op for the trainer's own policies)
-    tokenizer = policy.base.tokenizer if isinstance(policy, PolicySet) else policy.tokenizer
+    tokenizer = tokenizer_of(policy)
     if runtime is None:
         runtime, _ = make_runtime(cfg, tokenizer)
     scenario = runtime.scenario

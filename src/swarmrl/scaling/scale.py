@@ -32,7 +32,7 @@ from swarmrl.config_checks import eval_cap
 from swarmrl.diagnostics.collective import at_limit, snapshot_metrics, token_counter
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
-from swarmrl.policy.sharing import PolicySet
+from swarmrl.policy.sharing import PolicySet, tokenizer_of
 from swarmrl.build import eval_problems, make_runtime, place_policy
 from swarmrl.scenarios import make_scenario
 
@@ -91,7 +91,7 @@ def run_scaling(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log=pr
     or a run's per-role policies (policy.sharing isolated / isolated_full)."""
     spec = check_spec(cfg, spec)
     horizon = max(spec.time_limits_s)
-    tokenizer = policy.base.tokenizer if isinstance(policy, PolicySet) else policy.tokenizer
+    tokenizer = tokenizer_of(policy)
     runtime, task = make_runtime(cfg, tokenizer)
     probs = eval_problems(cfg, task, spec.problems)
     # Every team size in one batch: rollouts are independent, and bigger batches are cheaper per turn.
