@@ -178,7 +178,8 @@ def cmd_scale(args, console: Console) -> int:
 
 def cmd_experiment(args, console: Console) -> int:
     from swarmrl.experiments.latency_shaping import load_experiment, run_experiment
-    known = {"latency-shaping": "experiments/latency_shaping.yaml", "division": "experiments/division.yaml"}
+    known = {"latency-shaping": "experiments/latency_shaping.yaml", "division": "experiments/division.yaml",
+             "credit": "experiments/credit.yaml"}
     if args.name not in known:
         raise ConfigError(f"unknown experiment {args.name!r} (known: {', '.join(known)})")
     path = resolve_config(args.config or known[args.name])
@@ -280,8 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None)
     p.add_argument("--out", default="runs/demo")
     p.set_defaults(fn=cmd_demo)
-    p = sub.add_parser("experiment", help="named experiments (latency-shaping, division)")
-    p.add_argument("name", help="latency-shaping or division")
+    p = sub.add_parser("experiment", help="named experiments (latency-shaping, division, credit)")
+    p.add_argument("name", help="latency-shaping, division or credit")
     p.add_argument("--config", help="experiment YAML (default configs/experiments/<name>.yaml)")
     p.add_argument("--out", help="output directory (default runs/<name>)")
     p.add_argument("--init", help="warm start dir shared by the arms (default: the cached warm start)")

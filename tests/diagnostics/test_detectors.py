@@ -142,3 +142,13 @@ def test_state_dict_is_json_and_resuming_gives_the_same_alerts():
     assert [h["name"] for h in straight.state_dict()["history"]] == [
         "gradient_amplification", "role_capture", "accuracy_cliff"]
     json.dumps(straight.state_dict())
+
+
+def test_amplification_for_org_experts_with_the_observed_team():
+    # The org fixes no multiplicity: the trainer passes the step's mean team (experts 4.5 agents
+    # per rollout, the CEO 1). CEO norm 1.0 -> threshold 2.0; experts 2.5 then 3.0 for two steps.
+    det = Detectors(DetectorConfig())
+    steps = [{"role/ceo/grad_norm": 1.0, "role/expert/grad_norm": g} for g in (1.5, 2.5, 3.0)]
+    alerts = [a for i, m in enumerate(steps) for a in det.update(i, m, {}, {"ceo": 1.0, "expert": 4.5})]
+    assert [(a.name, a.role, a.step) for a in alerts] == [("gradient_amplification", "expert", 2)]
+    assert "multiplicity 4.5" in alerts[0].message and alerts[0].evidence["multiplicity"] == 4.5

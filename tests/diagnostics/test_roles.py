@@ -100,3 +100,16 @@ def test_role_clip_counts_follow_clip_higher_and_dual_clip():
     assert clipped() == 1.0
     assert clipped(clip_eps_high=0.28) == 0.0
     assert clipped(clip_eps_high=0.28, dual_clip=3.0) == 1.0
+
+
+
+def test_observed_multiplicity_is_the_mean_team_per_rollout():
+    from types import SimpleNamespace as NS
+    from swarmrl.diagnostics.roles import observed_multiplicity
+    agent = lambda role, gen=1: NS(role=role, gen_mask=[0, gen])  # noqa: E731
+    # rollout 0: ceo + 3 experts (+ one hired that never generated); rollout 1: ceo + 1 expert;
+    # rollout 2: the ceo alone -> experts (3 + 1) / 2 = 2 (a rollout without experts is not a 0)
+    rollouts = [NS(agents={"c": agent("ceo"), **{f"e{i}": agent("expert") for i in range(3)}, "x": agent("expert", 0)}),
+                NS(agents={"c": agent("ceo"), "e": agent("expert")}), NS(agents={"c": agent("ceo")})]
+    assert observed_multiplicity(rollouts) == {"ceo": 1.0, "expert": 2.0}
+    assert observed_multiplicity([]) == {}

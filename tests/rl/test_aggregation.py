@@ -222,3 +222,14 @@ def test_a_loss_that_does_not_clip_reports_no_clipped_tokens_overall_or_per_role
     clipping = _update(tiny, _updater_seqs(tiny, RATIOS))  # per role, ppo_clip: gen 2 of 6, agg 1 of 3
     assert clipping["role/gen/clip_frac"] == pytest.approx(2 / 6)
     assert clipping["role/agg/clip_frac"] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("minibatches", [1, 2, 3])
+def test_per_role_ratio_and_clip_pool_every_minibatch(tiny, minibatches):
+    # gen (A, B): ratios 1.5 1.0 0.5 1.5 1.0 1.0 -> 6.5 / 6, clipped 2 of 6; agg (C): 3 / 3, 1 of 3.
+    # Minibatch 0 alone would hold only some of the sequences.
+    out = _update(tiny, _updater_seqs(tiny, RATIOS), aggregation="token_mean", minibatches_per_step=minibatches)
+    assert out["role/gen/ratio_mean"] == pytest.approx(6.5 / 6, abs=1e-5)
+    assert out["role/agg/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert out["role/gen/clip_frac"] == pytest.approx(2 / 6) and out["role/agg/clip_frac"] == pytest.approx(1 / 3)
+    assert out["role/gen/tokens"] == 6 and out["role/agg/tokens"] == 3

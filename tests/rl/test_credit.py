@@ -8,7 +8,7 @@ import pytest
 from swarmrl.config import TaskConfig
 from swarmrl.rl.batch import collect_sequences
 from swarmrl.collective.bus import MessageBus
-from swarmrl.rl.credit import agent_contributions, leave_one_out
+from swarmrl.rl.credit import agent_contributions, credit_metrics, leave_one_out, message_usefulness
 from swarmrl.tasks.arith import ArithTask
 from team_timeline import team_rollout
 
@@ -91,3 +91,28 @@ def test_leave_one_out_follows_a_chain():
 
 def test_collect_sequences_fills_the_difference_reward():
     assert [s.leave_one_out for s in collect_sequences([relayed_rollout()], task=TASK)] == [0.25, 0.5, 0.5, 0.0]
+
+
+def test_message_usefulness_by_hand():
+    # six agent messages: "go" x3 (1.1), e1 "A=3" and e3 "A=5" on #team (2.1), ceo "C=6" to e2 (2.6).
+    # followed by a decided item whose turn started after delivery: go->e1 (A at 1.5), go->e2 (B at
+    # 2.5), "A=3" and "A=5" (e2 reads #team, B at 2.5), "C=6" (e2's D at 3.5); go->e3: e3 decided nothing.
+    # used: only "A=3" (B uses A; "A=5" is not the verified answer, D uses nothing).
+    assert message_usefulness(team_rollout(), TASK) == {"sent": 6, "followed": 5, "used": 1}
+    assert message_usefulness(team_rollout()) == {"sent": 6, "followed": 5, "used": 0}
+    # relayed: e1's post reaches only the ceo, whose C turn (2.0) started before it (2.1): not
+    # followed; the ceo's relay to e2 is followed and used
+    assert message_usefulness(relayed_rollout(), TASK) == {"sent": 5, "followed": 3, "used": 1}
+    r = team_rollout()
+    r.time_limit = 2.2  # only A counts (C decided at 2.5); "C=6" (sent 2.5) is past the deadline
+    assert message_usefulness(r, TASK) == {"sent": 5, "followed": 1, "used": 0}
+
+
+def test_credit_metrics_by_hand():
+    r = team_rollout()
+    m = credit_metrics([r, relayed_rollout()], [agent_contributions(r, TASK), agent_contributions(relayed_rollout(), TASK)],
+                       TASK)
+    # experts: e3 contributed nothing in both rollouts -> 2 idle of 6; the ceo never idle
+    assert m["role/expert/idle_share"] == pytest.approx(2 / 6) and m["role/ceo/idle_share"] == 0.0
+    assert m["messages_followed_share"] == pytest.approx((5 + 3) / 11)
+    assert m["messages_used_share"] == pytest.approx(2 / 11)

@@ -211,7 +211,8 @@ class MessageBus:
         self._log(now, reader, "read", channel, "ok", returned=len(out))
         return out
 
-    def _visible(self, agent: str, msg: Message) -> bool:
+    def reads(self, agent: str, msg: Message) -> bool:
+        """`agent` receives `msg` (its recipient, or a member of its channel when it is delivered)."""
         if msg.sender == agent:
             return False
         if msg.kind == "direct":
@@ -221,7 +222,7 @@ class MessageBus:
     def inbox(self, agent: str, after: float, upto: float) -> list[Message]:
         """Messages for `agent` with after < deliver_at <= upto, sorted by (deliver_at, id)."""
         got = [m for m in self._messages
-               if after < m.deliver_at <= upto and self._visible(agent, m)]
+               if after < m.deliver_at <= upto and self.reads(agent, m)]
         return sorted(got, key=lambda m: (m.deliver_at, m.id))
 
     def next_delivery(self, agent: str, after: float) -> float | None:
@@ -230,5 +231,5 @@ class MessageBus:
         Uses membership as known now; a later leave_all can only remove deliveries.
         """
         times = [m.deliver_at for m in self._messages
-                 if m.deliver_at > after and self._visible(agent, m)]
+                 if m.deliver_at > after and self.reads(agent, m)]
         return min(times) if times else None

@@ -124,7 +124,7 @@ class Detectors:
         self.history: list[dict] = []  # every alert fired, as a dict
 
     def update(self, step: int, metrics: dict, signatures: dict[str, RoleSignature],
-               multiplicity: dict[str, int]) -> list[Alert]:
+               multiplicity: dict[str, float]) -> list[Alert]:
         """Evaluate every detector on this step; return the alerts that fire now.
 
         `multiplicity`: agents per role in the workflow; roles missing from it count as 1.
@@ -145,7 +145,7 @@ class Detectors:
         self.history.extend(asdict(a) for a in fired)
         return fired
 
-    def _amplification(self, metrics: dict, multiplicity: dict[str, int]) -> dict:
+    def _amplification(self, metrics: dict, multiplicity: dict[str, float]) -> dict:
         norms = _grad_norms(metrics)
         singles = {r: n for r, n in norms.items() if multiplicity.get(r, 1) <= 1}
         if not singles:
@@ -164,7 +164,7 @@ class Detectors:
                 out[("gradient_amplification", role)] = None
             elif self.streak[role] >= self.cfg.patience:
                 out[("gradient_amplification", role)] = (
-                    f"role '{role}' (multiplicity {k}) has grad norm {norms[role]:.3g} = {ratio:.2f}x the median "
+                    f"role '{role}' (multiplicity {k:g}) has grad norm {norms[role]:.3g} = {ratio:.2f}x the median "
                     f"{median:.3g} of the single-agent roles for {self.streak[role]} steps",
                     {"grad_norm": norms[role], "median_single_grad_norm": median, "ratio": ratio,
                      "multiplicity": k, "steps": self.streak[role], "single_grad_norms": dict(sorted(singles.items()))})

@@ -105,3 +105,19 @@ def grad_norm(parameters: Iterable[torch.nn.Parameter]) -> float:
         if p.grad is not None:
             total += float(p.grad.detach().double().pow(2).sum())
     return math.sqrt(total)
+
+
+
+def observed_multiplicity(rollouts) -> dict[str, float]:
+    """Mean agents per role that generated anything, over the rollouts where the role did.
+    Where the scenario fixes no multiplicity (the org: the CEO hires) this is the team the
+    step actually ran."""
+    per: dict[str, list[int]] = {}
+    for r in rollouts:
+        counts: dict[str, int] = {}
+        for a in r.agents.values():
+            if any(a.gen_mask):
+                counts[a.role] = counts.get(a.role, 0) + 1
+        for role, k in counts.items():
+            per.setdefault(role, []).append(k)
+    return {role: sum(v) / len(v) for role, v in sorted(per.items())}

@@ -26,7 +26,7 @@ import yaml
 
 from swarmrl.config import Config, ConfigError, load_config, suggest
 from swarmrl.policy.model import load_policy
-from swarmrl.experiments.report import REF, WARM, WINDOW, write_report
+from swarmrl.experiments.report import CREDIT_KEYS, REF, WARM, WINDOW, write_report
 from swarmrl.experiments.spec import ExperimentConfig
 from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
 from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize,
@@ -143,7 +143,7 @@ def _training_change(rows: list[dict]) -> dict:
     """`train/<metric>`: first and last window of one arm's training, their ratio and change."""
     a = {}
     for key in ("ref/messages_per_rollout", "ref/expert_work_share", "ref/score_mean", "messages_per_rollout",
-                "expert_work_share", "score_mean", "team_size_mean"):
+                "expert_work_share", "score_mean", "team_size_mean", *CREDIT_KEYS):
         (f, f_se), (l_, l_se) = _window(rows, key, True), _window(rows, key, False)
         a[f"train/{key}"] = {"first": f, "last": l_, "ratio": _ratio(l_, f),
                              "change": None if f is None or l_ is None else l_ - f,

@@ -7,8 +7,11 @@ appears when the experiment has a `time_limit` arm.
 from __future__ import annotations
 
 from pathlib import Path
+import numpy as np
+
 from swarmrl.config import Config
 from swarmrl.experiments.spec import ExperimentConfig
+from swarmrl.report.plots import has_data, rolling_mean, series, steps
 from swarmrl.report.scaling import md_table, plot_grouped_bars, plot_training_compare
 from swarmrl.scaling.scale import score_at, time_to_score
 
@@ -16,6 +19,10 @@ WARM = "warm_start"
 WINDOW = 10  # steps in the "first" and "last" training windows the checks compare (at most half the run)
 REF = "scripted_solo"  # the perfect single agent every team is also compared with
 SCORE_TARGETS = (0.25, 0.5, 0.75)  # scores at which the report compares latencies
+GAINS = (0.05, 0.1, 0.15)  # training-score gains over the arms' common start the report times
+SMOOTH = 5  # steps in the trailing mean that the steps-to-a-score table reads
+# Credit diagnostics (rl/credit.py `credit_metrics`), plotted and tabulated where a run logged them.
+CREDIT_KEYS = ("role/expert/idle_share", "messages_followed_share", "messages_used_share")
 
 
 def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, list[dict]],
@@ -35,9 +42,10 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
          f"{'pre-staffed org' if exp.scale.prestaffed else 'the CEO may hire up to the team size'}. "
          f"Tight limit = the curriculum's first deadline ({tight:g} s), loose = its last ({loose:g} s). "
          f"Wall time of this invocation {info['wall_s']:.0f} s; training steps (from the arms' metrics) "
-         + ", ".join(f"{a} {t:.0f} s" for a, t in info.get("train_s", {}).items()) + ".\n", "## Checks\n"]
+         + ", ".join(f"{a} {t:.0f} s" for a, t in info.get("train_s", {}).items()) + ".\n"]
     if checks["arms"].get("time_limit", {}):
-        L += _check_lines(cfg, checks, tight, w)
+        L += ["## Checks\n"] + _check_lines(cfg, checks, tight, w)
+    L += _steps_to_score_lines(runs)
     L += _scaling_lines(exp, tables, summaries, tight, loose)
     L += ["## Latency to reach a score\n",
           "The same question at fixed scores below everyone's best (the sources' \"a single agent needs k times "
@@ -47,7 +55,8 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
     L += [f"## Training: first vs last {w} steps\n",
           md_table(["arm", "metric", f"first {w}", f"last {w}", "ratio", "change +- s.e."],
                    [[arm, k[6:], v["first"], v["last"], v["ratio"], f"{_f(v['change'])} +- {_f(v['change_se'])}"]
-                    for arm, a in checks["arms"].items() for k, v in a.items() if k.startswith("train/")]), "",
+                    for arm, a in checks["arms"].items() for k, v in a.items()
+                    if k.startswith("train/") and v["first"] is not None]), "",
           "## Figures\n"]
     L += [f"![{p.stem}](figures/{p.name})" for p in sorted(fig.glob("*.png"))]
     L += [f"![{arm}](scaling/{arm}_score_vs_latency.png)" for arm in tables]
@@ -63,6 +72,8 @@ def _plot_figures(fig: Path, runs: dict[str, list[dict]], tables: dict[str, list
                           f"training, measured as of the tight limit ({tight:g} s), every arm")
     plot_training_compare(runs, ["reward_mean", "score_mean", "latency_mean", "messages_per_rollout"],
                           fig / "training_own_limit.png", "training, at each arm's own deadline")
+    plot_training_compare(runs, ["ref/score_mean", *CREDIT_KEYS], fig / "training_credit.png",
+                          "training score (as of the tight limit) and credit diagnostics, every arm")
     plot_grouped_bars({arm: {str(k): score_at(rows, k, loose, "useful_work") for k in sorted({r["team_size"] for r in rows})}
                        for arm, rows in tables.items()}, fig / "useful_work_by_team_size.png",
                       f"items solved per rollout by {loose:g} s", "useful work by team size (scaling eval)")
@@ -175,3 +186,27 @@ def _none_text(checks: dict) -> str:
     return (f"messages x{_f(no['train/ref/messages_per_rollout']['ratio'])} (none) vs "
             f"x{_f(tl['train/ref/messages_per_rollout']['ratio'])} (time_limit); share change "
             f"{_f(en['change'])} +- {_f(en['change_se'])} (none) vs {_f(et['change'])} +- {_f(et['change_se'])} (time_limit)")
+
+
+def steps_to_reach(rows: list[dict], key: str, target: float, window: int = SMOOTH) -> int | None:
+    """First step at which the trailing `window`-step mean of `key` is >= target (None: never)."""
+    y = rolling_mean(series(rows, key), window)  # [N]
+    hit = np.flatnonzero(np.nan_to_num(y, nan=-np.inf) >= target)
+    return int(steps(rows)[hit[0]]) if hit.size else None
+
+
+def _steps_to_score_lines(runs: dict[str, list[dict]]) -> list[str]:
+    """Training speed: steps until each arm's smoothed training score first gains GAINS over the
+    arms' common start (the mean of every arm's first SMOOTH steps: one warm start, one seed)."""
+    key = "ref/score_mean" if all(has_data(rows, "ref/score_mean") for rows in runs.values()) else "score_mean"
+    firsts = [v for rows in runs.values() for v in series(rows[:SMOOTH], key) if np.isfinite(v)]
+    if not firsts:
+        return []
+    start = float(np.mean(firsts))
+    targets = [start + g for g in GAINS]
+    return ["## Training: steps to reach a score\n",
+            f"First step at which the {SMOOTH}-step trailing mean of `{key}` reaches the arms' common start "
+            f"({start:.3f}, the mean of their first {SMOOTH} steps) plus a gain (`never`: not within the run).\n",
+            md_table(["arm"] + [f"to {t:.3f} (+{g:g})" for t, g in zip(targets, GAINS)],
+                     [[arm] + [_f(steps_to_reach(rows, key, t), "never") for t in targets] for arm, rows in runs.items()]),
+            ""]

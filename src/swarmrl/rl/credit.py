@@ -51,19 +51,25 @@ def _uses(task: Any, r: Rollout, item: int, dep: int, value: str) -> bool:
     return dep != item and task.render_item(r.problem, item, {dep: value}) != task.render_item(r.problem, item, {})
 
 
-def _helpers(r: Rollout, task: Any, item: int, solver: str, verified: dict[int, str]) -> set[str]:
-    """Agents (other than the solver) whose verified result reached the solver before it decided
-    `item` and which `item` used."""
+def _used_messages(r: Rollout, task: Any, item: int, solver: str, verified: dict[int, str]) -> list:
+    """Messages from other agents that reached the solver before it decided `item` and carried a
+    verified result that `item` used."""
     start = _turn_start(r, solver, r.solved[item])
-    out = set()
+    out = []
     for m in r.bus.inbox(solver, float("-inf"), start):
-        if m.sender == solver or m.sender not in r.agents or m.sender in out:
+        if m.sender == solver or m.sender not in r.agents:
             continue
         stated = task.learn(r.problem, m.text)  # {item: value} as claimed
         if any(i in verified and v.strip() == verified[i] and r.solved_by.get(i) != solver
                and _uses(task, r, item, i, verified[i]) for i, v in stated.items()):
-            out.add(m.sender)
+            out.append(m)
     return out
+
+
+def _helpers(r: Rollout, task: Any, item: int, solver: str, verified: dict[int, str]) -> set[str]:
+    """Agents (other than the solver) whose verified result reached the solver before it decided
+    `item` and which `item` used."""
+    return {m.sender for m in _used_messages(r, task, item, solver, verified)}
 
 
 def agent_contributions(r: Rollout, task: Any = None) -> dict[str, float]:
@@ -111,4 +117,46 @@ def leave_one_out(r: Rollout, task: Any = None) -> dict[str, float]:
             gone |= more
             more = {j for j in credit if j not in gone and inputs[j] & gone}
         out[name] = sum(credit[j] for j in gone) / k
+    return out
+
+
+def message_usefulness(r: Rollout, task: Any = None) -> dict[str, int]:
+    """How many of the agents' messages sent by the deadline were useful, two ways:
+
+    - `followed`: a reader (the recipient, or a channel member at delivery) decided an item
+      correctly by the deadline in a turn that started after the message arrived (a brief
+      or a hint that was followed by work; necessary for usefulness, not proof of it);
+    - `used`: it carried a verified result that an item its reader decided used (the
+      contribution estimator's "results it posted that others used"; needs `task`).
+    Returns {"sent", "followed", "used"}."""
+    sent = [m for m in r.bus.messages if m.sender in r.agents and m.sent_at <= r.time_limit]
+    decided = [(r.solved_by.get(i, ""), _turn_start(r, r.solved_by.get(i, ""), t))
+               for i, t in r.solved.items() if t <= r.time_limit]
+    followed = sum(1 for m in sent if any(start >= m.deliver_at and r.bus.reads(who, m) for who, start in decided))
+    used: set[int] = set()
+    if task is not None:
+        verified = {s["item"]: str(s["answer"]).strip() for s in r.submissions if s.get("final") and s.get("correct")}
+        for j, t in r.solved.items():
+            if t <= r.time_limit:
+                used |= {m.id for m in _used_messages(r, task, j, r.solved_by.get(j, ""), verified)}
+    return {"sent": len(sent), "followed": followed, "used": len({m.id for m in sent} & used)}
+
+
+def credit_metrics(rollouts: list[Rollout], contributions: list[dict[str, float]], task: Any = None) -> dict[str, float]:
+    """Per-step credit diagnostics over `rollouts` (`contributions[i]`: rollout i's
+    `agent_contributions`): per role, the share of its agents (those that generated anything)
+    that contributed nothing (`role/<role>/idle_share`; org experts that solved nothing and
+    passed on nothing used), and the share of messages followed by work / whose result was used."""
+    idle: dict[str, list[int]] = {}
+    sent = followed = used = 0
+    for r, contrib in zip(rollouts, contributions):
+        for a in r.agents.values():
+            if any(a.gen_mask):
+                idle.setdefault(a.role, []).append(int(contrib.get(a.name, 0.0) <= 0.0))
+        u = message_usefulness(r, task)
+        sent, followed, used = sent + u["sent"], followed + u["followed"], used + u["used"]
+    out = {f"role/{role}/idle_share": sum(v) / len(v) for role, v in sorted(idle.items())}
+    if sent:
+        out["messages_followed_share"] = followed / sent
+        out["messages_used_share"] = used / sent
     return out

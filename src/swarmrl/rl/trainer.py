@@ -23,10 +23,12 @@ from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
 from swarmrl.diagnostics.outputs import role_output_metrics
+from swarmrl.diagnostics.roles import observed_multiplicity
 from swarmrl.policy.device import model_device, peak_memory_metrics
 from swarmrl.policy.model import Policy
 from swarmrl.rl.advantages import compute_advantages
 from swarmrl.rl.batch import TrainSeq, collect_sequences
+from swarmrl.rl.credit import agent_contributions, credit_metrics
 from swarmrl.rl.curriculum import time_limit_at
 from swarmrl.rl.evaluate import evaluate
 from swarmrl.rl.shaping import deadline_s, staged_scores
@@ -92,7 +94,10 @@ class Trainer:
         metrics.update(outputs)
         if cfg.eval.val_interval and step % cfg.eval.val_interval == 0:  # a function of the step alone: resume-exact
             metrics["val_accuracy"] = self.validate()
-        alerts = self.detectors.update(step, metrics, signatures, self.scenario.multiplicity())
+        # Org experts are one role whose multiplicity is the team the CEO chose: the step's mean.
+        multiplicity = self.scenario.multiplicity() or observed_multiplicity(usable)
+        metrics.update({f"role/{r}/multiplicity": float(k) for r, k in multiplicity.items()})
+        alerts = self.detectors.update(step, metrics, signatures, multiplicity)
         metrics["alerts"] = [f"{a.name}:{a.role}: {a.message}" for a in alerts]
         metrics["tokens_per_s"] = generated / max(rollout_s, 1e-9)
         metrics["rollout_s"] = rollout_s
@@ -117,7 +122,9 @@ class Trainer:
                                                            rollout_ids, roles, per_seq)  # [S], [S]
         for s, a in zip(seqs, advantages.tolist()):
             s.advantage = a
-        return [s for s, k in zip(seqs, kept.tolist()) if k], score_of, {**shaping_metrics, **adv_metrics}
+        diagnostics = credit_metrics(usable, [agent_contributions(r, self.task) for r in usable], self.task)
+        return ([s for s, k in zip(seqs, kept.tolist()) if k], score_of,
+                {**shaping_metrics, **adv_metrics, **diagnostics})
 
     def deadline(self, step: int) -> float:
         """Step `step`'s deadline: the curriculum's under RLCR shaping, the safety cap under penalty / none."""

@@ -136,7 +136,9 @@ class Updater:
                     role_norms.setdefault(role, []).append(
                         grad_norm(params) if self.sharding is None else self.sharding.grad_norm(params))
             self._zero()
-            for key, v in self._backward_share(mb, w, list(range(len(mb))), stats if k == 0 else None).items():
+            # Per-role statistics over every minibatch: on the first one the ratio is exactly 1
+            # when the step samples on-policy, so that one alone would hide the drift.
+            for key, v in self._backward_share(mb, w, list(range(len(mb))), stats).items():
                 totals[key] = totals.get(key, 0.0) + v
             self._clip_and_step(mb, len(parts), out, role_norms)
         self._zero()
