@@ -234,6 +234,9 @@ class RunConfig:
     """Live progress display."""
     threads: int = 2
     """torch CPU threads."""
+    mfu: bool = True
+    """Log `perf/mfu_update` and `perf/mfu_generation` each step: model FLOPs per second over the
+    device's matmul peak, measured once per machine and cached (diagnostics/mfu.py)."""
     keep_checkpoints: int = 0
     """Keep only the newest this many complete checkpoints (older ones are deleted after each
     save). 0 = keep every checkpoint."""

@@ -28,6 +28,7 @@ def test_a_step_with_every_option_on():
     assert "critical_steps" in m and m["critical_steps"] >= 1
     assert m["adv/groups_dropped"] in (0.0, 1.0)
     # the org fixes no multiplicity: the detectors get the team the step ran (the CEO: one)
+    assert m["perf/mfu_generation"] > 0 and m["perf/peak_tflops"] > 0 and m["perf/update_s"] > 0
     assert m["role/ceo/multiplicity"] == 1.0 and 0.0 <= m["role/ceo/idle_share"] <= 1.0
     changed = any(not torch.equal(a, b.detach()) for a, b in zip(before, policy.model.parameters()))
     # a dropped group (no reward spread: an untrained model's usual case) leaves no gradient at all

@@ -22,9 +22,12 @@ from swarmrl.build import RunParts, build_run, new_rollouts, step_caps
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
+from swarmrl.diagnostics.mfu import (generation_flops, matmul_params, measure_peak_flops, mfu_metrics, model_shape,
+                                    update_flops)
 from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.diagnostics.roles import observed_multiplicity
-from swarmrl.policy.device import model_device, peak_memory_metrics
+from swarmrl.paths import cache_dir
+from swarmrl.policy.device import autocast_dtype, model_device, peak_memory_metrics
 from swarmrl.policy.model import Policy
 from swarmrl.rl.advantages import compute_advantages
 from swarmrl.rl.batch import TrainSeq, collect_sequences
@@ -48,6 +51,10 @@ class Trainer:
         self.scenario = p.runtime.scenario
         self.full_cap = self.scenario.team_cap(None)  # the cap of rollouts not given a smaller one
         self.step_idx = 0  # next step to run
+        model, device = self.policy.model, model_device(self.policy.model)
+        dtype = autocast_dtype(device, cfg.model.mixed_precision) or next(model.parameters()).dtype
+        self.peak_flops = measure_peak_flops(device, dtype, cache_dir(cfg.warmstart.cache_dir)) if cfg.run.mfu else None
+        self.shape = (matmul_params(model), *model_shape(model))  # (N, layers, hidden) for the FLOPs
 
     def step(self) -> tuple[dict, list[Rollout]]:
         cfg, step = self.cfg, self.step_idx
@@ -71,7 +78,9 @@ class Trainer:
         #      tokens (policy.frozen_roles: orchestrator-only training) carry no gradient.
         measure = cfg.rl.role_grad_interval > 0 and step % cfg.rl.role_grad_interval == 0
         trained = [s for s in seqs if self.policies.trains(s.role)]
+        t_update = time.perf_counter()
         update_metrics = self.updater.update(trained, step, measure_roles=measure)
+        update_s = time.perf_counter() - t_update
 
         # 6. Metrics, per-role diagnostics and detectors.
         #    Collective metrics over the full-cap rollouts: with `smaller_caps_fraction` the
@@ -103,6 +112,10 @@ class Trainer:
         metrics["rollout_s"] = rollout_s
         metrics["step_s"] = time.perf_counter() - t0
         metrics.update(peak_memory_metrics(model_device(self.policy.model)))  # gpu/peak_mem_gb on CUDA
+        if self.peak_flops:
+            turns = [(t.context_tokens, t.new_prompt_tokens, t.generated_tokens) for r in rollouts for t in r.turns]
+            metrics.update(mfu_metrics(update_flops([len(s.ids) for s in trained], *self.shape), update_s,
+                                       generation_flops(turns, *self.shape), rollout_s, self.peak_flops))
         self.step_idx += 1
         return metrics, rollouts
 

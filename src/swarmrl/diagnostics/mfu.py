@@ -1,0 +1,110 @@
+"""Model FLOPs utilisation (MFU) of generation and of the update, against the measured peak.
+
+MFU = (the FLOPs the model's math needs) / (wall time) / (the device's peak), as in PaLM
+(Chowdhery et al. 2022, appendix B): work the model must do, not the work the kernels did, so
+padding, recomputation and idle time all count against it.
+
+FLOPs, with N the parameters that take part in a matmul (every parameter except the input
+embedding table, whose lookup is not a matmul; a tied LM head counts once, as the head), L
+layers, d the hidden size, and multiply-adds counted as 2 FLOPs:
+
+- **update** of a sequence of T tokens: 6 N T (forward 2 N T, backward 4 N T) plus attention
+  12 L d T^2 (QK^T and AV, 2 L d T^2 each forward, x3 with backward; no causal halving, PaLM's
+  convention);
+- **generation**, per turn: 2 N per token processed (its new prompt tokens and its generated
+  tokens) plus attention 4 L d per token per context position, with the turn's context length
+  standing in for each token's (an upper estimate by at most the turn's own length).
+
+The peak is measured, not looked up: the best of a few square matmuls in the dtype the model
+computes in, with the current torch thread count, cached per (device, dtype, threads) in the
+cache directory, so it is measured once per machine.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+_PEAKS: dict[str, float] = {}  # in-process cache of measure_peak_flops
+
+
+def matmul_params(model: torch.nn.Module) -> int:
+    """N: the parameters that take part in a matmul (module docstring)."""
+    total = sum(p.numel() for p in model.parameters())
+    emb = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    tied = head is not None and head.weight.data_ptr() == emb.data_ptr()
+    return total if tied else total - emb.numel()
+
+
+def model_shape(model: torch.nn.Module) -> tuple[int, int]:
+    """(layers, hidden size) from the model's Hugging Face config."""
+    cfg = model.config
+    return int(cfg.num_hidden_layers), int(cfg.hidden_size)
+
+
+def update_flops(lengths: list[int], n_params: int, layers: int, hidden: int) -> float:
+    """FLOPs of one forward + backward over sequences of `lengths` tokens (module docstring)."""
+    return float(sum(6 * n_params * t + 12 * layers * hidden * t * t for t in lengths))
+
+
+def generation_flops(turns: list[tuple[int, int, int]], n_params: int, layers: int, hidden: int) -> float:
+    """FLOPs of sampling `turns`: (context tokens, new prompt tokens, generated tokens) each."""
+    return float(sum((2 * n_params + 4 * layers * hidden * ctx) * (new + gen) for ctx, new, gen in turns))
+
+
+def measure_peak_flops(device: torch.device, dtype: torch.dtype, cache: Path | None = None,
+                       size: int = 1024, reps: int = 5) -> float:
+    """The device's matmul peak in FLOP/s: the best of `reps` [size, size] x [size, size] matmuls
+    (after one warm-up), cached in-process and in `cache / peak_flops.json`."""
+    key = f"{device.type}:{_device_name(device)}|{dtype}|threads={torch.get_num_threads()}|n={size}"
+    if key in _PEAKS:
+        return _PEAKS[key]
+    path = cache / "peak_flops.json" if cache is not None else None
+    stored = _read(path)
+    if key not in stored:
+        a = torch.randn(size, size, device=device, dtype=dtype)
+        b = torch.randn(size, size, device=device, dtype=dtype)
+        best = float("inf")
+        for _ in range(reps + 1):
+            _sync(device)
+            t0 = time.perf_counter()
+            torch.mm(a, b)
+            _sync(device)
+            best = min(best, time.perf_counter() - t0)
+        stored[key] = 2.0 * size ** 3 / best
+        if path is not None:
+            path.write_text(json.dumps(_read(path) | {key: stored[key]}, indent=1))
+    _PEAKS[key] = stored[key]
+    return stored[key]
+
+
+def mfu_metrics(update_fl: float, update_s: float, gen_fl: float, gen_s: float, peak: float) -> dict[str, float]:
+    """The `perf/...` metrics of one step (FLOPs, seconds, and the peak in FLOP/s)."""
+    out = {"perf/peak_tflops": peak / 1e12, "perf/update_s": update_s}
+    if update_s > 0:
+        out["perf/update_tflops"] = update_fl / update_s / 1e12
+        out["perf/mfu_update"] = update_fl / update_s / peak
+    if gen_s > 0:
+        out["perf/generation_tflops"] = gen_fl / gen_s / 1e12
+        out["perf/mfu_generation"] = gen_fl / gen_s / peak
+    return out
+
+
+def _device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _read(path: Path | None) -> dict[str, float]:
+    try:
+        return json.loads(path.read_text()) if path is not None and path.exists() else {}
+    except (OSError, ValueError):  # a torn or foreign file: measure again
+        return {}
