@@ -1,0 +1,438 @@
+"""swarmrl's single agent vs TRL's GRPOTrainer: one RL step each, at equal work, side by side.
+
+What is compared (issue 17, item 1). Both sides train the same model directory (by default the
+cached warm start of the demo config `rlcr_arith`, trained first if not cached; `--init DIR` or
+`--random` choose another), on the same arith problems (step k's problems are
+`task.sample(rng_for("problems", seed, k), problems_per_step)` on both sides), with the same
+completions per step (problems_per_step x rollouts_per_problem = 4 x 8 = 32), learning rate
+(`rl.lr`, 3e-4), clip range, grad-norm clip, sampling temperature, group-normalised advantages,
+token-mean loss, no KL (`rl.kl_coef=0`, TRL `beta=0.0`), one optimizer step per batch (one epoch,
+TRL `num_iterations=1`), plain AdamW, and the same number of torch threads.
+
+  swarmrl : `workflow.name=single` (one agent, no hiring) through `swarmrl.rl.trainer.Trainer.step`:
+            a multi-turn agent loop (the compact protocol: observation, reply, actions, next
+            observation ...) under the simulated clock's deadline, graded by the arith task.
+  TRL     : `GRPOTrainer` (plain `model.generate`, no vLLM). Its prompt is the single agent's
+            first observation (the same token ids), and it writes ONE completion per prompt: the
+            whole episode as one transcript. The turn-end token does not stop it (swarmrl's
+            runtime would insert an observation there; TRL has no environment), so every
+            completion has exactly the token budget: by default the mean number of tokens the
+            swarmrl side generated per rollout in the first pair (`--trl-tokens auto`), which
+            makes the generated tokens per step equal in expectation. The reward is swarmrl's:
+            the completion's `<submit item="X">v</submit>` actions parsed by swarmrl's reply
+            parser, graded by the arith task, first submission per item final (grading.settle),
+            score = the mean over items. No deadline applies on the TRL side.
+
+How it is timed. The parent process (in `.venv`) runs each side in its own subprocess: swarmrl in
+`.venv`, TRL in `.venv-trl`; each side runs `--warmup` untimed steps then `--steps` timed ones
+and prints one JSON line. Pairs are interleaved and alternate which side goes first (pair 0:
+swarmrl first). Per step:
+  swarmrl : step = wall time of `Trainer.step()`; generation = its `rollout_s` (rollouts, including
+            the runtime's parsing and grading); update = step - generation (advantages, the
+            learner, metrics); learner = the `Updater.update` call alone (timed by wrapping it).
+  TRL     : step = wall time between successive `on_step_end` callbacks (batch fetch, generation,
+            reward, loss, backward, clip, optimizer step); generation = `_generate_and_score_completions`
+            (generate, decode, reward, advantages), timed in a `GRPOTrainer` subclass, which also
+            times `_generate` alone; update = step - generation.
+Per pair: the ratio swarmrl / TRL of the median step time, of the median time per generated token,
+and of each phase's median; the summary is the median over pairs (target: step ratio <= 0.5).
+
+Reproduce (TRL lives in its own environment; torch is pinned FIRST so pip keeps the CPU wheel,
+an unpinned torch pulls a multi-GB CUDA build):
+
+    python3 -m venv .venv-trl
+    .venv-trl/bin/pip install torch==2.13.0
+    .venv-trl/bin/pip install trl transformers
+    .venv/bin/python benchmarks/vs_trl.py --pairs 4 --warmup 2 --steps 5 --json benchmarks/vs_trl.json
+
+Extra `key=value` arguments are swarmrl config overrides, applied to both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TRL_PYTHON = ROOT / ".venv-trl" / "bin" / "python"
+CONFIG = "rlcr_arith"  # the demo config: its single-agent control is the measured case
+# One agent, no KL, GRPO advantages, no diagnostic passes TRL does not make either.
+BASE_OVERRIDES = ["workflow.name=single", "rl.kl_coef=0", "rl.advantage=grpo", "rl.minibatches_per_step=1",
+                  "rl.role_grad_interval=0", "eval.val_interval=0", "run.mfu=false"]
+TRL_SETUP = ("python3 -m venv .venv-trl\n"
+             "  .venv-trl/bin/pip install torch==2.13.0   # pinned first: keeps the CPU wheel\n"
+             "  .venv-trl/bin/pip install trl transformers")
+DIFFERENCES = [
+    "swarmrl: multi-turn agent loop (compact protocol; the runtime appends an observation after each "
+    "turn-end token, parses actions, grades submissions); TRL: one completion per prompt, the whole "
+    "episode as one transcript, the turn-end token does not stop generation",
+    "prompt: identical token ids (the single agent's first observation); swarmrl's later observations "
+    "(desk, grading outcomes) are prompt tokens in its trained sequences, which TRL does not have",
+    "token budget: swarmrl max_new_tokens_per_turn per turn and the simulated-clock deadline per rollout "
+    "(variable length); TRL a fixed max_completion_length per completion (see trl_tokens), always reached",
+    "reward: the same parser, grader and first-submission-final rule; swarmrl counts only submissions "
+    "landed before the deadline, TRL has no deadline",
+    "swarmrl trains one sequence per rollout padded in length buckets (learner/pad_fraction); TRL pads "
+    "prompts on the left to the longest prompt, completions are all the same length",
+    "TRL computes no old log-probs (on-policy, num_iterations=1): ratio = exp(logp - logp.detach()); "
+    "swarmrl uses the behaviour log-probs recorded while sampling",
+    "both compute the per-token entropy in the loss forward (for logging); neither runs a reference model",
+    "advantage: both (r - group mean) / group std; TRL adds 1e-4 to the std, swarmrl its own epsilon",
+]
+
+
+# ----------------------------------------------------------------------------- shared by both sides
+
+
+def bench_config(overrides: list[str]):
+    from swarmrl.config import load_config, resolve_config
+    return load_config(resolve_config(CONFIG), BASE_OVERRIDES + list(overrides))
+
+
+def step_problems(cfg, task, step: int) -> list:
+    """Step `step`'s problems, exactly as `Trainer.step_rollouts` draws them."""
+    from swarmrl.seeds import rng_for
+    return task.sample(rng_for("problems", cfg.seed, step), cfg.rl.problems_per_step)
+
+
+def first_prompts(cfg, tokenizer, steps: int) -> tuple[list[list[int]], list]:
+    """The single agent's first observation (token ids) for every problem of steps 0..steps-1, and the problems."""
+    from swarmrl.build import make_runtime
+    runtime, task = make_runtime(cfg, tokenizer)
+    ids, problems = [], []
+    for step in range(steps):
+        for p in step_problems(cfg, task, step):
+            r = runtime.new_rollout(len(problems), len(problems), p, cfg.time_limit.end)
+            ids.append(list(runtime.next_turns(r)[0].prompt))
+            problems.append(p)
+    return ids, problems
+
+
+def grade_completion(task, problem, text: str) -> float:
+    """swarmrl's score of one transcript: its submit actions graded, first submission per item final."""
+    from swarmrl.collective.actions import parse_reply
+    from swarmrl.collective.grading import settle
+    subs = []
+    for act in parse_reply(text).actions:
+        item = task.parse_item(problem, act.attrs.get("item", "")) if act.kind == "submit" else None
+        if item is not None:
+            g = task.grade(problem, item, act.body or "")
+            subs.append({"t": 0.0, "agent": "ceo", "seq": len(subs), "item": item, "correct": g.correct,
+                         "score": g.score, "status": g.status})
+    won = [s["score"] for s in settle(subs).first.values() if s["correct"]]
+    return sum(won) / problem.num_items
+
+
+def digest(seqs: list[list[int]]) -> str:
+    import hashlib
+    return hashlib.sha256(json.dumps(seqs).encode()).hexdigest()[:16]
+
+
+def versions() -> dict:
+    import torch
+    import transformers
+    out = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__}
+    try:
+        import trl
+        out["trl"] = trl.__version__
+    except ImportError:
+        pass
+    return out
+
+
+# ----------------------------------------------------------------------------- the swarmrl side
+
+
+def run_swarmrl(args) -> dict:
+    import torch
+    from swarmrl.policy.model import load_policy
+    from swarmrl.rl.trainer import Trainer
+    torch.set_num_threads(args.threads)
+    cfg = bench_config(args.overrides)
+    trainer = Trainer(cfg, load_policy(args.model, cfg.model.dtype))
+    learner = {}
+    update = trainer.updater.update
+
+    def timed_update(seqs, *a, **kw):
+        t0 = time.perf_counter()
+        out = update(seqs, *a, **kw)
+        learner.update(s=time.perf_counter() - t0, tokens=sum(len(s.ids) for s in seqs))
+        return out
+
+    trainer.updater.update = timed_update
+    rows, prompts = [], []
+    for i in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        m, rollouts = trainer.step()
+        wall = time.perf_counter() - t0
+        prompts += [list(r.agents["ceo"].ids[:r.turns[0].context_tokens])
+                    for r in rollouts if r.index % cfg.rl.rollouts_per_problem == 0]
+        if i < args.warmup:
+            continue
+        gen = sum(t.generated_tokens for r in rollouts for t in r.turns)
+        pad = m["learner/pad_fraction"]  # 1 - real / padded cells
+        rows.append({"step_s": wall, "generation_s": m["rollout_s"], "update_s": wall - m["rollout_s"],
+                     "learner_s": learner["s"], "generated_tokens": gen, "trained_tokens": learner["tokens"],
+                     "padded_tokens": round(learner["tokens"] / (1.0 - pad)), "pad_fraction": pad,
+                     "turns_per_rollout": m["turns_per_rollout"], "reward_mean": m["reward_mean"]})
+        log(f"swarmrl step {i}: {wall:.3f}s (generation {m['rollout_s']:.3f}s), {gen} tokens")
+    trainer.close()
+    return {"side": "swarmrl", "steps": rows, "prompt_digest": digest(prompts), "versions": versions()}
+
+
+# ----------------------------------------------------------------------------- the TRL side
+
+
+def trl_args(cfg, args, out_dir: str):
+    from trl import GRPOConfig
+    return GRPOConfig(
+        output_dir=out_dir, per_device_train_batch_size=cfg.rl.problems_per_step * cfg.rl.rollouts_per_problem,
+        num_generations=cfg.rl.rollouts_per_problem, gradient_accumulation_steps=1, num_iterations=1,
+        max_steps=args.warmup + args.steps, learning_rate=cfg.rl.lr, lr_scheduler_type="constant", warmup_steps=0,
+        weight_decay=cfg.rl.weight_decay, max_grad_norm=cfg.rl.grad_clip, optim="adamw_torch", beta=0.0,
+        epsilon=cfg.rl.clip_eps, loss_type="dapo",  # dapo: a token mean over the batch, as rl.aggregation=token_mean
+        scale_rewards=cfg.rl.scale_rewards, max_completion_length=args.trl_tokens,
+        temperature=cfg.sampler.temperature, top_p=1.0, top_k=0, shuffle_dataset=False, use_cpu=True, bf16=False,
+        seed=cfg.seed, logging_steps=10 ** 6, save_strategy="no", report_to="none", disable_tqdm=True,
+        dataloader_num_workers=0, log_completions=False)
+
+
+def timed_trainer_class():
+    """GRPOTrainer with timers around generation (`_generate`) and rollout + scoring."""
+    from trl import GRPOTrainer
+
+    class TimedGRPOTrainer(GRPOTrainer):
+        bench: dict
+
+        def _generate(self, prompts):
+            t0 = time.perf_counter()
+            out = super()._generate(prompts)
+            self.bench["generate_s"] = time.perf_counter() - t0
+            return out
+
+        def _generate_and_score_completions(self, inputs):
+            t0 = time.perf_counter()
+            out = super()._generate_and_score_completions(inputs)
+            self.bench["generation_s"] = time.perf_counter() - t0
+            prompt, completion = out["prompt_mask"], out["completion_mask"]
+            self.bench.update(generated_tokens=int(completion.sum()),
+                              trained_tokens=int(prompt.sum() + completion.sum()),
+                              padded_tokens=prompt.numel() + completion.numel(),
+                              prompt_ids=[ids[m.bool()].tolist() for ids, m in zip(out["prompt_ids"], prompt)],
+                              reward_mean=self._metrics["train"]["reward"][-1])
+            return out
+
+    return TimedGRPOTrainer
+
+
+def step_callback(bench: dict, rows: list, warmup: int):
+    """Step wall time = between successive on_step_end calls (the first one ends the warm-up)."""
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        last = None
+
+        def on_step_end(self, targs, state, control, **kw):
+            now = time.perf_counter()
+            if state.global_step > warmup:
+                wall = now - self.last
+                rows.append({"step_s": wall, "update_s": wall - bench["generation_s"],
+                             **{k: v for k, v in bench.items() if k not in ("prompt_ids", "prompts")}})
+                log(f"trl step {state.global_step - 1}: {wall:.3f}s (generation {bench['generation_s']:.3f}s)")
+            bench.setdefault("prompts", []).extend(bench["prompt_ids"][::targs.num_generations])
+            self.last = now
+
+    return StepTimer()
+
+
+def run_trl(args) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    hf_logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renames, inside TRL
+    torch.set_num_threads(args.threads)
+    cfg = bench_config(args.overrides)
+    tok = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    ids, problems = first_prompts(cfg, tok, args.warmup + args.steps)
+    # One transcript per prompt: the turn-end token (the tokenizer's eos) must not stop generation,
+    # so eos becomes the pad token (never sampled) and every completion is max_completion_length long.
+    tok.eos_token = tok.pad_token
+    model.generation_config.eos_token_id = tok.pad_token_id
+    from swarmrl.build import task_from_config
+    task = task_from_config(cfg)
+
+    def swarmrl_arith_score(completions, pid, **kw):
+        return [grade_completion(task, problems[i], text) for text, i in zip(completions, pid)]
+
+    data = Dataset.from_list([{"prompt": tok.decode(p), "pid": i} for i, p in enumerate(ids)])
+    bench, rows = {}, []
+    with tempfile.TemporaryDirectory() as out_dir:
+        cls = timed_trainer_class()
+        trainer = cls(model=model, reward_funcs=[swarmrl_arith_score], args=trl_args(cfg, args, out_dir),
+                      train_dataset=data, processing_class=tok, callbacks=[step_callback(bench, rows, args.warmup)])
+        trainer.bench = bench
+        trainer.train()
+    return {"side": "trl", "steps": rows, "prompt_digest": digest(bench["prompts"]), "versions": versions(),
+            "prompts_roundtrip": digest(bench["prompts"][:len(ids)]) == digest(ids)}
+
+
+# ----------------------------------------------------------------------------- the parent
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def check_trl_env(python: Path) -> dict:
+    """TRL's interpreter and its versions; exits non-zero, saying how to create it, if it is not there."""
+    probe = "import json, trl, transformers, torch, datasets; print(json.dumps({'trl': trl.__version__}))"
+    why = f"{python} does not exist"
+    if python.exists():
+        res = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+        if res.returncode == 0:
+            return json.loads(res.stdout.strip().splitlines()[-1])
+        why = f"`import trl` fails in {python}: {(res.stderr.strip().splitlines() or ['?'])[-1]}"
+    print(f"error: TRL's environment is missing ({why}).\nCreate it from the repository root:\n  {TRL_SETUP}\n"
+          "or pass --trl-python PATH to an interpreter that has trl.", file=sys.stderr)
+    sys.exit(2)
+
+
+def model_dir(args, cfg) -> tuple[Path, str]:
+    """The model both sides train, and how it was chosen."""
+    if args.init:
+        return Path(args.init), "given (--init)"
+    if args.random:
+        from swarmrl.api import random_model
+        out = Path(tempfile.mkdtemp(prefix="vs_trl_random_"))
+        return random_model(cfg, out, seed=cfg.seed), "random tiny model (--random)"
+    from swarmrl.policy.warmstart import warm_start
+    return warm_start(cfg, log=log), f"warm start of {CONFIG} (cached under the swarmrl cache, trained if missing)"
+
+
+def run_side(side: str, python: Path, args, model: Path, trl_tokens: int | None) -> dict:
+    cmd = [str(python), str(Path(__file__).resolve()), "--side", side, "--model", str(model),
+           "--warmup", str(args.warmup), "--steps", str(args.steps), "--threads", str(args.threads)]
+    cmd += ["--trl-tokens", str(trl_tokens)] if trl_tokens else []
+    env = {**os.environ, **{k: str(args.threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+           "PYTHONPATH": str(ROOT / "src"), "TOKENIZERS_PARALLELISM": "false"}
+    res = subprocess.run(cmd + args.overrides, stdout=subprocess.PIPE, env=env, text=True, cwd=ROOT)
+    if res.returncode != 0:
+        sys.exit(f"error: the {side} side failed (exit {res.returncode}): {' '.join(cmd)}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def side_summary(run: dict) -> dict:
+    """Medians of the step's phases (and of the side's own sub-phases), mean token counts."""
+    steps = run["steps"]
+    timed = [k for k in ("step_s", "generation_s", "update_s", "learner_s", "generate_s") if k in steps[0]]
+    med = {k: statistics.median(s[k] for s in steps) for k in timed}
+    counts = {k: statistics.mean(s[k] for s in steps) for k in ("generated_tokens", "trained_tokens", "padded_tokens",
+                                                                 "reward_mean")}
+    return {**med, **{k + ("_per_step" if k.endswith("tokens") else ""): v for k, v in counts.items()},
+            "step_s_per_1k_generated_tokens": 1000 * med["step_s"] / counts["generated_tokens"]}
+
+
+def pair_ratios(sw: dict, trl: dict) -> dict:
+    a, b = side_summary(sw), side_summary(trl)
+    return {"swarmrl": a, "trl": b, "ratio_step": a["step_s"] / b["step_s"],
+            "ratio_per_generated_token": a["step_s_per_1k_generated_tokens"] / b["step_s_per_1k_generated_tokens"],
+            "ratio_trained_tokens": a["trained_tokens_per_step"] / b["trained_tokens_per_step"],
+            "ratio_generation": a["generation_s"] / b["generation_s"], "ratio_update": a["update_s"] / b["update_s"]}
+
+
+def run_pairs(args, model: Path, trl_python: Path) -> tuple[list[dict], int]:
+    pairs, trl_tokens = [], None if args.trl_tokens == "auto" else int(args.trl_tokens)
+    for i in range(args.pairs):
+        order = ["swarmrl", "trl"] if i % 2 == 0 else ["trl", "swarmrl"]
+        runs = {}
+        for side in order:
+            if side == "trl" and trl_tokens is None:  # auto: pair 0 runs swarmrl first
+                per_step = statistics.mean(s["generated_tokens"] for s in runs["swarmrl"]["steps"])
+                trl_tokens = max(1, round(per_step / args.completions_per_step))
+            log(f"pair {i}: {side}")
+            runs[side] = run_side(side, Path(sys.executable) if side == "swarmrl" else trl_python, args, model,
+                                  trl_tokens if side == "trl" else None)
+        pairs.append({"order": order, **pair_ratios(runs["swarmrl"], runs["trl"]), "raw": runs})
+        p = pairs[-1]
+        log(f"pair {i}: swarmrl {p['swarmrl']['step_s']:.3f}s  trl {p['trl']['step_s']:.3f}s  "
+            f"ratio {p['ratio_step']:.2f} (per generated token {p['ratio_per_generated_token']:.2f})")
+    return pairs, trl_tokens
+
+
+def summarize(pairs: list[dict]) -> dict:
+    med = {k: statistics.median(p[k] for p in pairs)
+           for k in ("ratio_step", "ratio_per_generated_token", "ratio_generation", "ratio_update")}
+    sides = {s: {k: statistics.median(p[s][k] for p in pairs) for k in pairs[0][s]} for s in ("swarmrl", "trl")}
+    return {"median_" + k: v for k, v in med.items()} | {"median_by_side": sides, "target_ratio_step": 0.5,
+                                                        "target_met": med["ratio_step"] <= 0.5}
+
+
+def settings(args, cfg, how: str, model: Path, trl_tokens: int) -> dict:
+    return {"config": CONFIG, "overrides": BASE_OVERRIDES + args.overrides, "model": str(model), "model_source": how,
+            "pairs": args.pairs, "warmup_steps": args.warmup, "timed_steps": args.steps, "threads": args.threads,
+            "problems_per_step": cfg.rl.problems_per_step, "completions_per_problem": cfg.rl.rollouts_per_problem,
+            "lr": cfg.rl.lr, "clip_eps": cfg.rl.clip_eps, "grad_clip": cfg.rl.grad_clip, "kl": 0.0,
+            "temperature": cfg.sampler.temperature, "scale_rewards": cfg.rl.scale_rewards,
+            "swarmrl_max_new_tokens_per_turn": cfg.sampler.max_new_tokens_per_turn,
+            "swarmrl_deadline_s": [cfg.time_limit.start, cfg.time_limit.end], "trl_tokens": trl_tokens,
+            "trl_tokens_rule": args.trl_tokens, "trl": {"loss_type": "dapo", "beta": 0.0, "num_iterations": 1,
+                                                        "optim": "adamw_torch", "generation": "transformers generate"}}
+
+
+def parent(args) -> None:
+    trl_python = Path(args.trl_python)
+    trl_versions = check_trl_env(trl_python)  # before anything heavy: a missing environment costs nothing
+    cfg = bench_config(args.overrides)
+    args.completions_per_step = cfg.rl.problems_per_step * cfg.rl.rollouts_per_problem
+    model, how = model_dir(args, cfg)
+    log(f"model: {model} ({how}); TRL {trl_versions['trl']} in {trl_python}")
+    t0 = time.perf_counter()
+    pairs, trl_tokens = run_pairs(args, model, trl_python)
+    digests = {p["raw"][s]["prompt_digest"] for p in pairs for s in ("swarmrl", "trl")}
+    result = {"settings": settings(args, cfg, how, model, trl_tokens), "differences": DIFFERENCES,
+              "versions": {s: pairs[0]["raw"][s]["versions"] for s in ("swarmrl", "trl")},
+              "same_prompt_ids": len(digests) == 1, "wall_s": time.perf_counter() - t0,
+              **summarize(pairs), "pairs": pairs}
+    s = result
+    print(f"median ratio swarmrl/TRL step time: {s['median_ratio_step']:.2f} (target <= 0.5); per generated token "
+          f"{s['median_ratio_per_generated_token']:.2f}; generation {s['median_ratio_generation']:.2f}, update "
+          f"{s['median_ratio_update']:.2f}; same prompts: {s['same_prompt_ids']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps per run")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per run")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--init", help="model directory for both sides (default: the cached warm start)")
+    ap.add_argument("--random", action="store_true", help="a randomly initialised tiny model instead")
+    ap.add_argument("--trl-python", default=str(DEFAULT_TRL_PYTHON), help="TRL's interpreter")
+    ap.add_argument("--trl-tokens", default="auto",
+                    help="TRL's max_completion_length; auto: swarmrl's mean generated tokens per rollout (pair 0)")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--side", choices=["swarmrl", "trl"], help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    args, args.overrides = ap.parse_known_args(argv)
+    if args.side is None:
+        return parent(args)
+    args.trl_tokens = int(args.trl_tokens) if args.side == "trl" else None
+    run = run_swarmrl(args) if args.side == "swarmrl" else run_trl(args)
+    print(json.dumps(run))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""benchmarks/vs_trl.py without TRL's environment: it says how to create it and exits non-zero,
+before any model is loaded (the benchmark itself is run by hand, never as a timed test)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "vs_trl.py"
+
+
+def load_vs_trl():
+    spec = importlib.util.spec_from_file_location("vs_trl", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_missing_interpreter_says_how_to_create_it(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        load_vs_trl().main(["--trl-python", str(tmp_path / "no-venv" / "bin" / "python")])
+    assert exit_info.value.code not in (0, None)
+    err = capsys.readouterr().err
+    assert "does not exist" in err
+    assert "python3 -m venv .venv-trl" in err and "pip install torch==2.13.0" in err
+
+
+def test_interpreter_without_trl_says_how_to_create_it(tmp_path, capsys):
+    fake = tmp_path / "python"  # an interpreter whose `import trl` fails
+    fake.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'trl'\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(SystemExit) as exit_info:
+        load_vs_trl().main(["--trl-python", str(fake)])
+    assert exit_info.value.code not in (0, None)
+    err = capsys.readouterr().err
+    assert "import trl" in err and "No module named 'trl'" in err
+    assert "pip install trl transformers" in err
