@@ -45,7 +45,9 @@ an unpinned torch pulls a multi-GB CUDA build):
     .venv-trl/bin/pip install trl transformers
     .venv/bin/python benchmarks/vs_trl.py --pairs 4 --warmup 2 --steps 5 --json benchmarks/vs_trl.json
 
-Extra `key=value` arguments are swarmrl config overrides, applied to both sides.
+Extra `key=value` arguments are swarmrl config overrides, applied to both sides. The committed
+`benchmarks/vs_trl.json` says under `settings` how it was run (`threads`, `note`), and the load of
+the machine before and after (`load_avg_1_5_15min`).
 """
 
 from __future__ import annotations
@@ -386,8 +388,9 @@ def settings(args, cfg, how: str, model: Path, trl_tokens: int) -> dict:
             "temperature": cfg.sampler.temperature, "scale_rewards": cfg.rl.scale_rewards,
             "swarmrl_max_new_tokens_per_turn": cfg.sampler.max_new_tokens_per_turn,
             "swarmrl_deadline_s": [cfg.time_limit.start, cfg.time_limit.end], "trl_tokens": trl_tokens,
-            "trl_tokens_rule": args.trl_tokens, "trl": {"loss_type": "dapo", "beta": 0.0, "num_iterations": 1,
-                                                        "optim": "adamw_torch", "generation": "transformers generate"}}
+            "trl_tokens_rule": args.trl_tokens, "note": args.note,
+            "trl": {"loss_type": "dapo", "beta": 0.0, "num_iterations": 1, "optim": "adamw_torch",
+                    "generation": "transformers generate"}}
 
 
 def parent(args) -> None:
@@ -397,12 +400,13 @@ def parent(args) -> None:
     args.completions_per_step = cfg.rl.problems_per_step * cfg.rl.rollouts_per_problem
     model, how = model_dir(args, cfg)
     log(f"model: {model} ({how}); TRL {trl_versions['trl']} in {trl_python}")
-    t0 = time.perf_counter()
+    t0, load_before = time.perf_counter(), os.getloadavg()
     pairs, trl_tokens = run_pairs(args, model, trl_python)
     digests = {p["raw"][s]["prompt_digest"] for p in pairs for s in ("swarmrl", "trl")}
     result = {"settings": settings(args, cfg, how, model, trl_tokens), "differences": DIFFERENCES,
               "versions": {s: pairs[0]["raw"][s]["versions"] for s in ("swarmrl", "trl")},
-              "same_prompt_ids": len(digests) == 1, "wall_s": time.perf_counter() - t0,
+              "same_prompt_ids": len(digests) == 1, "wall_s": time.perf_counter() - t0, "cpus": os.cpu_count(),
+              "load_avg_1_5_15min": {"before": load_before, "after": os.getloadavg()},  # other processes share the CPUs
               **summarize(pairs), "pairs": pairs}
     s = result
     print(f"median ratio swarmrl/TRL step time: {s['median_ratio_step']:.2f} (target <= 0.5); per generated token "
@@ -424,6 +428,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trl-tokens", default="auto",
                     help="TRL's max_completion_length; auto: swarmrl's mean generated tokens per rollout (pair 0)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--note", default="", help="free text stored with the settings (what else ran, ...)")
     ap.add_argument("--side", choices=["swarmrl", "trl"], help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args, args.overrides = ap.parse_known_args(argv)
