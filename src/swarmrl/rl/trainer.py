@@ -112,12 +112,17 @@ class Trainer:
         metrics["rollout_s"] = rollout_s
         metrics["step_s"] = time.perf_counter() - t0
         metrics.update(peak_memory_metrics(model_device(self.policy.model)))  # gpu/peak_mem_gb on CUDA
-        if self.peak_flops:
-            turns = [(t.context_tokens, t.new_prompt_tokens, t.generated_tokens) for r in rollouts for t in r.turns]
-            metrics.update(mfu_metrics(update_flops([len(s.ids) for s in trained], *self.shape), update_s,
-                                       generation_flops(turns, *self.shape), rollout_s, self.peak_flops))
+        metrics.update(self.perf(trained, rollouts, rollout_s, update_s))
         self.step_idx += 1
         return metrics, rollouts
+
+    def perf(self, trained: list[TrainSeq], rollouts: list[Rollout], rollout_s: float, update_s: float) -> dict:
+        """`perf/...`: MFU of the step's generation and update (diagnostics/mfu.py); {} with run.mfu off."""
+        if not self.peak_flops:
+            return {}
+        turns = [(t.context_tokens, t.new_prompt_tokens, t.generated_tokens) for r in rollouts for t in r.turns]
+        return mfu_metrics(update_flops([len(s.ids) for s in trained], *self.shape), update_s,
+                           generation_flops(turns, *self.shape), rollout_s, self.peak_flops)
 
     def credit(self, step: int, usable: list[Rollout]) -> tuple[list[TrainSeq], dict[int, float], dict[str, float]]:
         """Steps 2-3 of `step`: the sequences to train on with their advantages set, each rollout's
