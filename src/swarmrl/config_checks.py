@@ -181,6 +181,7 @@ def _rl_menu_checks(cfg: Config) -> list[tuple[bool, str]]:
          f"out of order, got {rl.clip_eps_high:g}"),
         (rl.dual_clip == 0 or rl.dual_clip > 1, f"rl.dual_clip must be 0 (off) or > 1 (a ratio bound above the "
                                                 f"trust region, verl uses 3), got {rl.dual_clip:g}"),
+        (0.0 <= rl.max_pad_fraction <= 1.0, f"rl.max_pad_fraction must be in [0, 1], got {rl.max_pad_fraction:g}"),
         (0.0 <= rl.contribution_coef <= 1.0, f"rl.contribution_coef must be in [0, 1], got {rl.contribution_coef:g}"),
         (rl.scale_rewards == "group" or rl.advantage in _SCALING_ESTIMATORS or ":" in rl.advantage,
          f"rl.scale_rewards={rl.scale_rewards} applies to rl.advantage in {list(_SCALING_ESTIMATORS)}, "

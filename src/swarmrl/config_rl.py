@@ -96,6 +96,10 @@ class RLConfig:
     """Fill the learner's micro-batches in order of sequence length, so each holds sequences of
     similar length and little padding (`learner/pad_fraction` reports the waste); false = in
     the minibatch's order. Same loss and gradient up to float summation order (last bits)."""
+    max_pad_fraction: float = 0.1
+    """With `length_buckets`: a micro-batch also closes when the next (longer) sequence would make
+    more than this share of its padded cells padding, so a budget that holds the whole minibatch
+    does not pad every sequence to the longest. 1.0 = only `micro_batch_tokens` closes one."""
     logprob_chunk_tokens: int = 0
     """Learner log-probs over at most this many (sequence, position) pairs at a time, each
     chunk's output head and log-softmax recomputed in the backward, so no [batch, length,

@@ -133,7 +133,8 @@ class ShardedLearner:
             if not in_slot:  # no rank has a sequence of this slot: no rank runs it
                 continue
             micros = [micro_batches([mb[i] for i in self.share(mb, in_slot, r)], cfg.micro_batch_tokens,
-                                    sort=cfg.length_buckets) for r in range(self.world)]
+                                    sort=cfg.length_buckets, max_pad=cfg.max_pad_fraction if cfg.length_buckets else 1.0)
+                      for r in range(self.world)]
             for micro in micros[self.rank]:
                 sums = sum_tree([sums, updater.backward(micro, w[[pos[id(s)] for s in micro]], stats)])
             filler = min((mb[i] for i in in_slot), key=lambda s: len(s.ids))

@@ -44,22 +44,26 @@ def collect_sequences(rollouts: list[Rollout], task=None) -> list[TrainSeq]:
     return seqs
 
 
-def micro_batches(seqs: list[TrainSeq], micro_batch_tokens: int, sort: bool = True) -> list[list[TrainSeq]]:
+def micro_batches(seqs: list[TrainSeq], micro_batch_tokens: int, sort: bool = True,
+                  max_pad: float = 1.0) -> list[list[TrainSeq]]:
     """Split `seqs` into micro-batches of rows * longest <= micro_batch_tokens (padded tokens; a
     sequence longer than the budget gets a micro-batch of its own).
 
     `sort` (rl.length_buckets): fill them in order of length, so each holds sequences of similar
-    length and padding stays small; else in the order given. The loss is a weighted sum over
+    length and padding stays small; else in the order given. `max_pad` (rl.max_pad_fraction):
+    also close a micro-batch when the next sequence would make more than this share of its
+    cells padding (1.0: only the token budget closes one). The loss is a weighted sum over
     sequences, so the split changes only the order of float additions (last bits)."""
     order = sorted(seqs, key=lambda s: len(s.ids)) if sort else list(seqs)
-    out, cur, width = [], [], 0
+    out, cur, width, real = [], [], 0, 0
     for s in order:
         w = max(width, len(s.ids))
-        if cur and (len(cur) + 1) * w > micro_batch_tokens:
+        cells = (len(cur) + 1) * w
+        if cur and (cells > micro_batch_tokens or 1.0 - (real + len(s.ids)) / cells > max_pad):
             out.append(cur)
-            cur, w = [], len(s.ids)
+            cur, w, real = [], len(s.ids), 0
         cur.append(s)
-        width = w
+        width, real = w, real + len(s.ids)
     return out + ([cur] if cur else [])
 
 

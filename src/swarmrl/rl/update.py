@@ -78,7 +78,8 @@ class Updater:
                 continue
             with self.policies.model_for(slot) as model:
                 device = model_device(model)
-                for micro in micro_batches(mine, self.cfg.micro_batch_tokens, sort=self.cfg.length_buckets):
+                for micro in micro_batches(mine, self.cfg.micro_batch_tokens, sort=self.cfg.length_buckets,
+                                           max_pad=self.cfg.max_pad_fraction if self.cfg.length_buckets else 1.0):
                     t = pad(micro, self.pad_id, device)
                     sums["pad_cells"] += t["ids"].numel()  # learner/pad_fraction: padded cells vs tokens
                     sums["pad_real"] += sum(len(s.ids) for s in micro)
