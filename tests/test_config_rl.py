@@ -17,6 +17,8 @@ def test_defaults_leave_the_menu_off():
     (["rl.dual_clip=0.5"], "rl.dual_clip must be 0"),
     (["rl.dual_clip=1"], "rl.dual_clip must be 0"),
     (["rl.contribution_coef=1.5"], "rl.contribution_coef must be in"),
+    (["rl.max_pad_fraction=1.5"], "rl.max_pad_fraction must be in"),
+    (["rl.max_pad_fraction=-0.1"], "rl.max_pad_fraction must be in"),
     (["rl.scale_rewards=batch", "rl.advantage=rloo"], "rl.scale_rewards=batch applies"),
     (["rl.scale_rewards=bogus"], "scale_rewards"),
     (["rl.advantage=contribution", "workflow.name=single"], "per-agent contributions"),
