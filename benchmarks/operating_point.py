@@ -5,9 +5,9 @@ ceiling) and the h64 base 0.062 (the floor), and every shared cell collapsed wit
 lr 3e-4. Two phases:
 
 1. **Probe**: warm starts of `workflows_arith` (h128) with fewer demonstrations per strategy
-   (`warmstart.demos_per_strategy`) and epochs, each evaluated as a single agent, greedy, on
-   `eval.val_problems` held-out problems (the sweep's `base` control). The first candidate whose
-   base lands in [0.3, 0.6] is the operating point; none landing there is reported as such.
+   (`warmstart.demos_per_strategy`, bisected, 3 epochs), each evaluated as a single agent,
+   greedy, on `eval.val_problems` held-out problems (the sweep's `base` control). The first
+   whose base lands in [0.3, 0.6] is the operating point; none landing there is reported as such.
 2. **Learning rates** at that point: single-agent RL (the control) and the voting workflow
    under a shared policy, each at 3 learning rates, `--steps` steps, validation every
    `eval.val_interval` steps: peak and final validation accuracy and the cliff between them.
@@ -31,11 +31,9 @@ from pathlib import Path
 import torch
 
 CONFIG = "workflows_arith.yaml"
-CANDIDATES = [  # weaker and weaker warm starts of the h128 model
-    ["warmstart.demos_per_strategy=24", "warmstart.epochs=2"],
-    ["warmstart.demos_per_strategy=16", "warmstart.epochs=1"],
-    ["warmstart.demos_per_strategy=8", "warmstart.epochs=1"],
-]
+# Probe: bisect the demonstrations per strategy (3 epochs) between a warm start that has not
+# learned the protocol (24 demos, 2 epochs: base 0.000) and the default (96: base 0.984).
+DEMOS_LO, DEMOS_HI, PROBES = 24, 96, 4
 COMMON = ["model.hidden_size=128", "eval.val_problems=32", "run.progress=false", "run.checkpoint_every=0"]
 
 
@@ -79,14 +77,17 @@ def main() -> int:
     torch.set_num_threads(2)
     log = lambda *a, **k: None  # noqa: E731
     result: dict = {"settings": vars(args), "common": COMMON, "probe": [], "lr_sweep": []}
-    point = None
-    for cand in CANDIDATES:
+    point, lo, hi = None, DEMOS_LO, DEMOS_HI
+    for _ in range(PROBES):
+        demos = (lo + hi) // 2
+        cand = [f"warmstart.demos_per_strategy={demos}", "warmstart.epochs=3"]
         acc, init, s = base_accuracy(cand, log)
         result["probe"].append({"overrides": cand, "base_val_acc": acc, "seconds": s})
         print(f"probe {' '.join(cand)}: base {acc:.3f} ({s:.0f} s)", flush=True)
         if 0.3 <= acc <= 0.6:
             point = (cand, init)
             break
+        lo, hi = (demos, hi) if acc < 0.3 else (lo, demos)
     if point is None:
         print("no candidate landed in [0.3, 0.6]; no learning-rate sweep", flush=True)
     else:
