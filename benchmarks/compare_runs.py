@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-WALL_CLOCK = {"rollout_s", "step_s", "tokens_per_s", "eval_s"}
+from swarmrl.runs.rundir import wall_clock
 
 
 def load(run: str) -> list[dict]:
@@ -29,7 +29,7 @@ def compare(a: list[dict], b: list[dict]) -> tuple[int, list[tuple]]:
         diffs.append(("-", "steps", len(a), len(b)))
     for x, y in zip(a, b):
         for k in sorted(set(x) | set(y)):
-            if k in WALL_CLOCK:
+            if wall_clock(k):
                 continue
             compared += 1
             if x.get(k) != y.get(k):

@@ -13,10 +13,10 @@ from safetensors.torch import load_file
 
 from swarmrl.cli import main
 from swarmrl.rl.advantages import ADVANTAGES, register_advantage
+from swarmrl.runs.rundir import wall_clock
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "tiny_test.yaml")
-WALL_CLOCK = {"tokens_per_s", "rollout_s", "step_s"}
 DESIGN_KEYS = ["step", "score_mean", "reward_mean", "time_limit", "latency_mean", "team_size_mean", "useful_work",
                "messages_per_rollout", "message_tokens_per_rollout", "loss", "grad_norm", "entropy", "tokens_per_s"]
 
@@ -50,7 +50,7 @@ def rows(run: Path) -> list[dict]:
 
 
 def timeless(rs: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in rs]
+    return [{k: v for k, v in r.items() if not wall_clock(k)} for r in rs]
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:

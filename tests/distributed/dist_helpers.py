@@ -8,10 +8,10 @@ import torch
 
 from swarmrl.config import load_config
 from swarmrl.rl.advantages import ADVANTAGES, register_advantage
+from swarmrl.runs.rundir import wall_clock
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny_test.yaml"
-WALL_CLOCK = {"tokens_per_s", "rollout_s", "step_s"}
 
 # An untrained tiny model never scores, so the collective advantage would be 0 and the weights
 # would never move; equality and resume checks need updates that really change the weights.
@@ -27,4 +27,4 @@ def tiny_cfg(*overrides: str):
 
 
 def timeless(m: dict, drop: tuple[str, ...] = ()) -> dict:
-    return {k: v for k, v in m.items() if k not in WALL_CLOCK and not k.startswith(drop)}
+    return {k: v for k, v in m.items() if not wall_clock(k) and not k.startswith(drop)}

@@ -24,10 +24,10 @@ from swarmrl.rl import loop
 from swarmrl.rl.loop import load_trained_policy, train
 from swarmrl.rl.trainer import Trainer
 from swarmrl.runs.checkpoint import CheckpointError
+from swarmrl.runs.rundir import wall_clock
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny_test.yaml"
-WALL_CLOCK = {"tokens_per_s", "rollout_s", "step_s"}
 # Small and fast; weight decay makes every step move the weights even when the tiny model
 # earns no reward (a zero advantage alone would leave them unchanged and prove nothing).
 FAST = ["eval.val_interval=0", "sampler.max_new_tokens_per_turn=8", "sampler.max_turns_per_agent=2",
@@ -51,7 +51,7 @@ def dead_pid() -> int:
 
 def timeless(run: Path) -> list[dict]:
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in rows]
+    return [{k: v for k, v in r.items() if not wall_clock(k)} for r in rows]
 
 
 def final_weights(run: Path) -> dict[str, torch.Tensor]:

@@ -47,6 +47,16 @@ _TB_EVENTS = re.compile(r"^events\.out\.tfevents\.")
 REPORT = "report.html"
 
 
+# Metrics measured on the wall clock: two runs of the same seed differ in these and only these
+# (resume, sharded and Ray runs are checked equal on every other key).
+WALL_CLOCK_KEYS = frozenset({"tokens_per_s", "rollout_s", "step_s", "eval_s"})
+
+
+def wall_clock(key: str) -> bool:
+    """Whether metric `key` is a wall-clock measurement (WALL_CLOCK_KEYS, or any `perf/...` MFU key)."""
+    return key in WALL_CLOCK_KEYS or key.startswith("perf/")
+
+
 def to_jsonable(value: Any) -> Any:
     """Convert numpy/torch scalars and arrays, tuples and paths to strict-JSON values.
 
