@@ -83,6 +83,7 @@ def main() -> int:
         cand = [f"warmstart.demos_per_strategy={demos}", "warmstart.epochs=3"]
         acc, init, s = base_accuracy(cand, log)
         result["probe"].append({"overrides": cand, "base_val_acc": acc, "seconds": s})
+        save(result, args.json)
         print(f"probe {' '.join(cand)}: base {acc:.3f} ({s:.0f} s)", flush=True)
         if 0.3 <= acc <= 0.6:
             point = (cand, init)
@@ -98,11 +99,16 @@ def main() -> int:
                                  f"rl.steps={args.steps}", "eval.val_interval=4"]
                 row = {"workflow": wf, "lr": float(lr), **lr_run(ov, point[1], Path(args.out) / f"{wf}-lr{lr}", log)}
                 result["lr_sweep"].append(row)
+                save(result, args.json)  # an interrupted sweep keeps what it measured
                 print(f"{wf} lr {lr}: peak {row['peak_val_acc']:.3f} final {row['final_val_acc']:.3f} "
                       f"cliff {row['cliff']:.3f} ({row['seconds']:.0f} s)", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    save(result, args.json)
     return 0
+
+
+def save(result: dict, path: str | None) -> None:
+    if path:
+        Path(path).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
