@@ -109,9 +109,8 @@ def test_message_usefulness_by_hand():
 
 
 def test_credit_metrics_by_hand():
-    r = team_rollout()
-    m = credit_metrics([r, relayed_rollout()], [agent_contributions(r, TASK), agent_contributions(relayed_rollout(), TASK)],
-                       TASK)
+    rollouts = [team_rollout(), relayed_rollout()]
+    m = credit_metrics(rollouts, collect_sequences(rollouts, task=TASK), TASK)
     # experts: e3 contributed nothing in both rollouts -> 2 idle of 6; the ceo never idle
     assert m["role/expert/idle_share"] == pytest.approx(2 / 6) and m["role/ceo/idle_share"] == 0.0
     assert m["messages_followed_share"] == pytest.approx((5 + 3) / 11)

@@ -142,17 +142,17 @@ def message_usefulness(r: Rollout, task: Any = None) -> dict[str, int]:
     return {"sent": len(sent), "followed": followed, "used": len({m.id for m in sent} & used)}
 
 
-def credit_metrics(rollouts: list[Rollout], contributions: list[dict[str, float]], task: Any = None) -> dict[str, float]:
-    """Per-step credit diagnostics over `rollouts` (`contributions[i]`: rollout i's
-    `agent_contributions`): per role, the share of its agents (those that generated anything)
-    that contributed nothing (`role/<role>/idle_share`; org experts that solved nothing and
-    passed on nothing used), and the share of messages followed by work / whose result was used."""
+def credit_metrics(rollouts: list[Rollout], seqs: list, task: Any = None) -> dict[str, float]:
+    """Per-step credit diagnostics over `rollouts` and their sequences (`rl/batch.py` TrainSeq:
+    one per agent that generated anything, with its `contribution`): per role, the share of
+    those agents that contributed nothing (`role/<role>/idle_share`; org experts that solved
+    nothing and passed on nothing used), and the share of messages followed by work / whose
+    result was used."""
     idle: dict[str, list[int]] = {}
+    for s in seqs:
+        idle.setdefault(s.role, []).append(int(s.contribution <= 0.0))
     sent = followed = used = 0
-    for r, contrib in zip(rollouts, contributions):
-        for a in r.agents.values():
-            if any(a.gen_mask):
-                idle.setdefault(a.role, []).append(int(contrib.get(a.name, 0.0) <= 0.0))
+    for r in rollouts:
         u = message_usefulness(r, task)
         sent, followed, used = sent + u["sent"], followed + u["followed"], used + u["used"]
     out = {f"role/{role}/idle_share": sum(v) / len(v) for role, v in sorted(idle.items())}

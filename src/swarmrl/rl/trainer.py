@@ -31,7 +31,7 @@ from swarmrl.policy.device import autocast_dtype, model_device, peak_memory_metr
 from swarmrl.policy.model import Policy
 from swarmrl.rl.advantages import compute_advantages
 from swarmrl.rl.batch import TrainSeq, collect_sequences
-from swarmrl.rl.credit import agent_contributions, credit_metrics
+from swarmrl.rl.credit import credit_metrics
 from swarmrl.rl.curriculum import time_limit_at
 from swarmrl.rl.evaluate import evaluate
 from swarmrl.rl.shaping import deadline_s, staged_scores
@@ -140,7 +140,7 @@ class Trainer:
                                                            rollout_ids, roles, per_seq)  # [S], [S]
         for s, a in zip(seqs, advantages.tolist()):
             s.advantage = a
-        diagnostics = credit_metrics(usable, [agent_contributions(r, self.task) for r in usable], self.task)
+        diagnostics = credit_metrics(usable, seqs, self.task)  # every agent's sequence, dropped groups too
         return ([s for s, k in zip(seqs, kept.tolist()) if k], score_of,
                 {**shaping_metrics, **adv_metrics, **diagnostics})
 
