@@ -196,3 +196,9 @@ def test_overwrite_removes_report_and_logger_outputs_but_not_foreign_files(tmp_p
     RunDir.create(rd.path, {"a": 2}, overwrite=True)
     assert not (rd.path / "report.html").exists() and not (rd.path / "wandb").exists()
     assert [p.name for p in (rd.path / "tensorboard").iterdir()] == ["notes.txt"]
+
+
+def test_wall_clock_keys_are_the_timings_and_the_perf_metrics():
+    from swarmrl.runs.rundir import wall_clock
+    assert all(wall_clock(k) for k in ("step_s", "rollout_s", "tokens_per_s", "eval_s", "perf/mfu_update"))
+    assert not any(wall_clock(k) for k in ("score_mean", "loss", "role/ceo/ratio_mean", "time_limit", "perfect"))
