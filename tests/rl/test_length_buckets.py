@@ -73,9 +73,10 @@ def test_bucketing_changes_the_gradient_only_in_the_last_bits(sharing, max_pad):
     b, sums_b = _grads(*_updater(sharing, False))
     assert a.keys() == b.keys() and a
     # float32 summation order: measured at most 8.6e-7 relative (1.2e-6 on a parameter whose
-    # gradient norm is 2.5e-5, where 3e-11 is the rounding of larger terms: the absolute floor)
+    # gradient norm is 2.5e-5, where 3e-11 is the rounding of larger terms: the absolute floor);
+    # 1e-5 leaves room for other machines' kernels and still catches a real change of the math
     for k in a:
-        assert float((a[k] - b[k]).norm()) <= 1e-6 * float(a[k].norm()) + 1e-10, k
+        assert float((a[k] - b[k]).norm()) <= 1e-5 * float(a[k].norm()) + 1e-10, k
     assert sums_a["loss"] == pytest.approx(sums_b["loss"], rel=1e-6)
     assert sums_a["pad_real"] == sums_b["pad_real"] == sum(LENGTHS)
 
