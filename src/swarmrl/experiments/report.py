@@ -19,7 +19,7 @@ WARM = "warm_start"
 WINDOW = 10  # steps in the "first" and "last" training windows the checks compare (at most half the run)
 REF = "scripted_solo"  # the perfect single agent every team is also compared with
 SCORE_TARGETS = (0.25, 0.5, 0.75)  # scores at which the report compares latencies
-GAINS = (0.05, 0.1, 0.15)  # training-score gains over the arms' common start the report times
+GAINS = (0.05, 0.1, 0.15)  # training-score gains over each arm's own start that the report times
 SMOOTH = 5  # steps in the trailing mean that the steps-to-a-score table reads
 # Credit diagnostics (rl/credit.py `credit_metrics`), plotted and tabulated where a run logged them.
 CREDIT_KEYS = ("role/expert/idle_share", "messages_followed_share", "messages_used_share")

@@ -51,6 +51,11 @@ def _uses(task: Any, r: Rollout, item: int, dep: int, value: str) -> bool:
     return dep != item and task.render_item(r.problem, item, {dep: value}) != task.render_item(r.problem, item, {})
 
 
+def _verified(r: Rollout) -> dict[int, str]:
+    """item -> the answer of the correct submission that decided it."""
+    return {s["item"]: str(s["answer"]).strip() for s in r.submissions if s.get("final") and s.get("correct")}
+
+
 def _used_messages(r: Rollout, task: Any, item: int, solver: str, verified: dict[int, str]) -> list:
     """Messages from other agents that reached the solver before it decided `item` and carried a
     verified result that `item` used."""
@@ -84,7 +89,7 @@ def agent_contributions(r: Rollout, task: Any = None) -> dict[str, float]:
             out[r.solved_by[i]] += c / k
     if task is None:
         return out
-    verified = {s["item"]: str(s["answer"]).strip() for s in r.submissions if s.get("final") and s.get("correct")}
+    verified = _verified(r)
     for j, c in credit.items():
         for helper in _helpers(r, task, j, r.solved_by.get(j, ""), verified):
             out[helper] += c / k
@@ -107,7 +112,7 @@ def leave_one_out(r: Rollout, task: Any = None) -> dict[str, float]:
     be gone without it, / K. `task` None: its decided items only (no item is known to use another)."""
     k = r.problem.num_items
     credit = {i: r.item_scores.get(i, 1.0) for i, t in r.solved.items() if t <= r.time_limit}
-    verified = {s["item"]: str(s["answer"]).strip() for s in r.submissions if s.get("final") and s.get("correct")}
+    verified = _verified(r)
     inputs = {j: _inputs(r, task, j, verified) if task is not None else set() for j in credit}
     out = {}
     for name in r.agents:
@@ -135,7 +140,7 @@ def message_usefulness(r: Rollout, task: Any = None) -> dict[str, int]:
     followed = sum(1 for m in sent if any(start >= m.deliver_at and r.bus.reads(who, m) for who, start in decided))
     used: set[int] = set()
     if task is not None:
-        verified = {s["item"]: str(s["answer"]).strip() for s in r.submissions if s.get("final") and s.get("correct")}
+        verified = _verified(r)
         for j, t in r.solved.items():
             if t <= r.time_limit:
                 used |= {m.id for m in _used_messages(r, task, j, r.solved_by.get(j, ""), verified)}
