@@ -196,7 +196,7 @@ def cmd_sweep(args, console: Console) -> int:
     from swarmrl.sweep.run import run_sweep
     grid = resolve_config(args.grid)
     read_yaml(grid)  # unreadable or malformed YAML: an error naming the file
-    csv_path, md_path = run_sweep(grid, Path(args.out), log=console.print)
+    csv_path, md_path = run_sweep(grid, Path(args.out), log=console.print, jobs=args.jobs)
     console.print(md_path.read_text())
     console.print(f"table: {csv_path}  {md_path}")
     return 0
@@ -290,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="train a grid (workflow x sharing x model x seed) and tabulate it")
     p.add_argument("grid", help="grid YAML, e.g. configs/sweeps/workflow_grid.yaml")
     p.add_argument("--out", default="runs/sweep")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs trained at once, each in its own process (set run.threads so jobs x threads fits the cores)")
     p.set_defaults(fn=cmd_sweep)
     _add_report_parsers(sub)
     return ap

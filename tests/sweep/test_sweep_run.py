@@ -29,3 +29,38 @@ def test_tiny_sweep_writes_rows_for_cells_and_controls(tmp_path):
     cell = json.loads((tmp_path / "sweep" / "voting-isolated" / "cell.json").read_text())
     assert len(cell["val_curve"]) == 3  # steps 0 and 1, then the final validation
     assert "| voting-isolated |" in (tmp_path / "sweep" / "sweep.md").read_text()
+
+
+def test_parallel_sweep_with_a_variant_axis(tmp_path):
+    """--jobs 2 trains in worker processes; a non-table axis becomes the `variant` column."""
+    grid = {"base": str(REPO / "configs" / "tiny_workflows.yaml"),
+            "axes": {"workflow.name": ["voting"], "policy.sharing": ["isolated"],
+                     "rl.multiplicity_normalized": [False, True]},
+            "overrides": {"rl.steps": 1, "eval.val_interval": 1, "run.threads": 1,
+                          "warmstart.cache_dir": str(tmp_path / "ws")}}
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid, sort_keys=False))
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep"), "--jobs", "2"]) == 0
+    rows = list(csv.DictReader((tmp_path / "sweep" / "sweep.csv").open()))
+    assert [(r["cell"], r["variant"]) for r in rows] == [
+        ("base-h32-l1-s0", ""), ("single-h32-l1-s0", ""),
+        ("voting-isolated-mnfalse", "mnfalse"), ("voting-isolated-mntrue", "mntrue")]
+    # start = the base model under the row's workflow, before any update: the single-agent
+    # control starts where the base control stands, and both voting cells from one base
+    assert rows[1]["start_val_acc"] == rows[0]["start_val_acc"] == rows[0]["final_val_acc"]
+    assert rows[2]["start_val_acc"] == rows[3]["start_val_acc"] != ""
+    for r in rows[1:]:
+        cell = json.loads((tmp_path / "sweep" / r["cell"] / "cell.json").read_text())
+        assert float(r["final_val_acc"]) == cell["val_curve"][-1]
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep"), "--jobs", "0"]) == 2  # a clear error
+
+
+def test_sweep_refuses_zero_jobs(tmp_path):
+    from swarmrl.config import ConfigError
+    from swarmrl.sweep.run import run_sweep
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump({"base": str(REPO / "configs" / "tiny_workflows.yaml"),
+                                    "axes": {"seed": [0]}}))
+    import pytest
+    with pytest.raises(ConfigError, match="--jobs must be >= 1"):
+        run_sweep(path, tmp_path / "out", jobs=0)

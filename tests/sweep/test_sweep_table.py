@@ -36,6 +36,15 @@ def test_expand_grid_is_the_ordered_cartesian_product():
     assert expand_grid(GRID) == cells  # deterministic
 
 
+def test_exclude_drops_exactly_the_matching_cells():
+    grid = {"axes": {"workflow.name": ["voting", "eval_opt"], "rl.multiplicity_normalized": [False, True],
+                     "seed": [0, 1]},
+            "exclude": [{"workflow.name": "eval_opt", "rl.multiplicity_normalized": True}]}
+    names = [n for n, _ in expand_grid(grid)]
+    assert names == ["voting-mnfalse-s0", "voting-mnfalse-s1", "voting-mntrue-s0", "voting-mntrue-s1",
+                     "eval_opt-mnfalse-s0", "eval_opt-mnfalse-s1"]
+
+
 def test_cell_names_for_other_value_types():
     cells = expand_grid({"axes": {"rl.lr": [0.001, 3e-05], "model.num_layers": [2], "rl.use_kl": [True]}})
     assert [n for n, _ in cells] == ["lr0.001-nl2-uktrue", "lr3e_05-nl2-uktrue"]  # "-" is the separator
@@ -54,6 +63,11 @@ def test_cell_names_for_other_value_types():
     ({"axes": {"seed": [0]}, "overides": {}}, "unknown sweep grid keys \\['overides'\\]"),
     ({"axes": {"seed": [0]}, "overrides": [1]}, "'overrides' must be a mapping"),
     ([1, 2], "must be a mapping"),
+    ({"axes": {"seed": [0]}, "controls": ["base", "baseline"]}, "'controls' must be a list drawn from"),
+    ({"axes": {"seed": [0]}, "exclude": {"seed": 0}}, "'exclude' must be a list"),
+    ({"axes": {"seed": [0]}, "exclude": [{}]}, "'exclude' must be a list of non-empty"),
+    ({"axes": {"seed": [0]}, "exclude": [{"seed": 3}]}, "seed=3 is not a value of an axis"),
+    ({"axes": {"seed": [0]}, "exclude": [{"rl.lr": 0.1}]}, "is not a value of an axis"),
 ])
 def test_expand_grid_errors(grid, match):
     with pytest.raises(ValueError, match=match):
@@ -62,9 +76,9 @@ def test_expand_grid_errors(grid, match):
 
 ROWS = [
     {"cell": "voting-shared-h64-s0", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 0,
-     "peak_val_acc": 0.6, "final_val_acc": 0.5, "alerts": []},
+     "start_val_acc": 0.5, "peak_val_acc": 0.6, "final_val_acc": 0.5, "alerts": []},
     {"cell": "voting-shared-h64-s1", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 1,
-     "peak_val_acc": 0.8, "final_val_acc": 0.4,
+     "start_val_acc": 0.5, "peak_val_acc": 0.8, "final_val_acc": 0.4,
      "alerts": [Alert("accuracy_cliff", "all", 5, "m", {}), {"name": "role_capture", "role": "aggregator"},
                 {"name": "role_capture", "role": "aggregator"}]},
     {"cell": "base", "control": "base", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 0,
@@ -78,8 +92,8 @@ def test_write_table_csv_by_hand(tmp_path):
     csv_path, md_path = write_table(ROWS, tmp_path / "out")
     assert csv_path.exists() and md_path.exists()
     rows = list(csv.DictReader(csv_path.open()))
-    assert list(rows[0]) == ["cell", "control", "workflow", "sharing", "model", "seed", "peak_val_acc",
-                             "final_val_acc", "cliff", "alerts"]
+    assert list(rows[0]) == ["cell", "control", "workflow", "sharing", "variant", "model", "seed", "start_val_acc",
+                             "peak_val_acc", "final_val_acc", "cliff", "alerts"]
     # controls first, then the cells in their order
     assert [r["cell"] for r in rows] == ["base", "single-s0", "voting-shared-h64-s0", "voting-shared-h64-s1"]
     assert [r["control"] for r in rows] == ["base", "single", "", ""]
@@ -96,11 +110,14 @@ def test_write_table_markdown_marks_controls_and_summarises_over_seeds(tmp_path)
     md = md_path.read_text()
     assert "| base (control) | base | voting |" in md
     assert "| single-s0 (control) | single | single |" in md
-    assert "| voting-shared-h64-s1 |  | voting | shared | h64 | 1 | 0.800 | 0.400 | 0.400 | 3: " in md
+    assert "| voting-shared-h64-s1 |  | voting | shared |  | h64 | 1 | 0.500 | 0.800 | 0.400 | 0.400 | 3: " in md
     summary = md.split("## Summary (mean over seeds)")[1]
-    # voting/shared/h64 over seeds 0 and 1: peak (0.6+0.8)/2, final (0.5+0.4)/2, cliff (0.1+0.4)/2, 3 alerts
-    assert "|  | voting | shared | h64 | 2 | 0.700 | 0.450 | 0.250 | 3 |" in summary
-    assert "| single | single | shared | h64 | 1 | 0.700 | - | - | 1 |" in summary
+    # voting/shared/h64 over seeds 0 and 1: start (0.5+0.5)/2, peak (0.6+0.8)/2 ± 0.1, final (0.5+0.4)/2 ± 0.05,
+    # cliff (0.1+0.4)/2 ± 0.15 (two values a, b: standard error |a - b| / 2); alerts: 0 amplification,
+    # 2 capture, 1 cliff, 3 in all
+    assert "|  | voting | shared |  | h64 | 2 | 0.500 | 0.700 ± 0.100 | 0.450 ± 0.050 | 0.250 ± 0.150 | 0 | 2 | 1 | 3 |" \
+        in summary
+    assert "| single | single | shared |  | h64 | 1 | - | 0.700 | - | - | 1 | 0 | 0 | 1 |" in summary
 
 
 def test_summarize_by_hand_and_row_errors():
@@ -108,6 +125,13 @@ def test_summarize_by_hand_and_row_errors():
     assert [(r["control"], r["workflow"], r["seeds"]) for r in s] == [("", "voting", 2), ("base", "voting", 1),
                                                                         ("single", "single", 1)]
     assert s[0]["cliff"] == pytest.approx(0.25)
+    assert s[0]["peak_val_acc_se"] == pytest.approx(0.1)  # std([0.6, 0.8], ddof=1) / sqrt(2)
+    assert s[1]["peak_val_acc_se"] == 0.0 and s[2]["final_val_acc_se"] is None  # one seed; no final at all
+    three = summarize([{"cell": f"c{i}", "workflow": "w", "peak_val_acc": v, "final_val_acc": v}
+                       for i, v in enumerate([0.2, 0.4, 0.9])])
+    # mean 0.5; deviations -0.3, -0.1, 0.4; sample variance 0.26 / 2 = 0.13; se = sqrt(0.13 / 3)
+    assert three[0]["peak_val_acc"] == pytest.approx(0.5)
+    assert three[0]["peak_val_acc_se"] == pytest.approx((0.13 / 3) ** 0.5)
     with pytest.raises(ValueError, match="needs a 'cell'"):
         summarize([{"workflow": "voting"}])
     with pytest.raises(ValueError, match="control must be one of"):

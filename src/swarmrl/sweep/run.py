@@ -8,7 +8,9 @@ cells, the controls of Zeng et al. (2026): `base` (the warm start without RL, as
 agent) and `single` (single-agent RL with the same budget), per model size and seed.
 
 A cell whose run directory already holds `cell.json` is not trained again, so an
-interrupted sweep resumes where it stopped.
+interrupted sweep resumes where it stopped. `--jobs N` trains N runs at once, each in its own
+process; axes beyond workflow, sharing, model and seed (e.g. `rl.multiplicity_normalized`)
+become the table's `variant` column.
 """
 
 from __future__ import annotations
@@ -38,28 +40,84 @@ def _validate(cfg: Config, policy) -> float:
     return evaluate(cfg, policy, problems=cfg.eval.val_problems, greedy=True)["score_mean"]
 
 
-def _train_cell(cfg: Config, out: Path, init: Path, log) -> dict:
+def _train_cell(cfg: Config, out: Path, init: Path, log=None) -> dict:
     """Train one cell (or reuse a finished one); -> its row of the table."""
     done = out / "cell.json"
     if done.exists():
         return json.loads(done.read_text())
     from swarmrl.rl.loop import load_trained_policy, train
     t0 = time.perf_counter()
-    run = train(cfg, out, init_policy=init, log=log, overwrite=True)
+    run = train(cfg, out, init_policy=init, log=log or (lambda *a, **k: None), overwrite=True)
     rows = run.read_metrics()
     final = _validate(cfg, load_trained_policy(run.path)[0])
     vals = [r["val_accuracy"] for r in rows if "val_accuracy" in r] + [final]
-    row = {"peak_val_acc": max(vals), "final_val_acc": final, "val_curve": vals,
-           "alerts": [a for r in rows for a in r.get("alerts", [])], "train_s": time.perf_counter() - t0}
+    row = {"peak_val_acc": max(vals), "final_val_acc": final,
+           "val_curve": vals, "alerts": [a for r in rows for a in r.get("alerts", [])],
+           "train_s": time.perf_counter() - t0}
     done.write_text(json.dumps(row, indent=2))
     return row
 
 
-def run_sweep(grid_path: Path, out: Path, log=print) -> tuple[Path, Path]:
+def _base_model_config(cfg: Config, base: Path, flat: dict) -> Config:
+    """The config whose warm start a cell trains from. A single-agent cell starts from the same
+    base model as the workflow cells (the base config's workflow: its demonstrations show every
+    workflow and a solo agent), not from a warm start on solo demonstrations alone."""
+    if cfg.workflow.name != "single":
+        return cfg
+    return load_config(base, _overrides({k: v for k, v in flat.items() if k != "workflow.name"}))
+
+
+def _variant(flat: dict, axes: dict) -> str:
+    """The cell's values on the axes the table has no column for (e.g. `mn=true`), or ''."""
+    from swarmrl.sweep.table import _name_part
+    own = ("workflow.name", "policy.sharing", "model.hidden_size", "model.name_or_path", "seed")
+    return "-".join(_name_part(k, flat[k]) for k in axes if k not in own)
+
+
+def _run_jobs(jobs: list[tuple[dict, Config, Path, Path]], workers: int, log) -> None:
+    """Train every (row, cfg, out, init) job, `workers` at a time in separate processes; each
+    row is updated in place with its results. One worker trains in this process (with its log)."""
+    def done(row: dict, result: dict) -> None:
+        row.update({k: v for k, v in result.items() if k != "start_val_acc"})  # the row's own start stands
+        log(f"{row['cell']}: start {_fmt(row['start_val_acc'])} peak {row['peak_val_acc']:.3f} "
+            f"final {row['final_val_acc']:.3f} alerts {len(row['alerts'])} ({row['train_s']:.0f} s)")
+    if workers <= 1:
+        for row, cfg, out, init in jobs:
+            log(f"training {row['cell']}")
+            done(row, _train_cell(cfg, out, init, log))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_train_cell, cfg, out, init): row for row, cfg, out, init in jobs}
+        log(f"training {len(jobs)} runs, {workers} at a time")
+        for fut in as_completed(futures):
+            done(futures[fut], fut.result())
+
+
+def _start(starts: dict, cfg: Config, init: Path, log) -> float:
+    """The base model's greedy validation accuracy under cfg's workflow, before any update
+    (the step-0 validation of a run comes after its first update); once per workflow and model."""
+    from swarmrl.policy.model import load_policy
+    key = (cfg.workflow.name, _model_label(cfg), str(init))
+    if key not in starts:
+        starts[key] = _validate(cfg, load_policy(init))
+        log(f"base {key[1]} under {key[0]}: val accuracy {starts[key]:.3f}")
+    return starts[key]
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def run_sweep(grid_path: Path, out: Path, log=print, jobs: int = 1) -> tuple[Path, Path]:
+    """Warm-start and validate the bases, then train every control and cell (`jobs` at a time:
+    give each `run.threads` so that jobs x threads fits the cores)."""
     grid = yaml.safe_load(Path(grid_path).read_text()) or {}
     if "base" not in grid:
         raise ConfigError(f"{grid_path}: a sweep grid needs `base: <config>`")
-    from swarmrl.policy.model import load_policy
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     from swarmrl.policy.warmstart import warm_start
     base = resolve_config(grid["base"])
     cells = expand_grid(grid)
@@ -68,29 +126,34 @@ def run_sweep(grid_path: Path, out: Path, log=print) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     log(f"sweep: {len(cells)} cells + controls -> {out}")
     table: list[dict] = []
+    work: list[tuple[dict, Config, Path, Path]] = []
     controls_done: set[tuple[str, int]] = set()
-    for i, (name, _) in enumerate(cells):
+    controls = grid.get("controls", ["base", "single"])
+    starts: dict[tuple, float] = {}  # (workflow, model) -> the base model's accuracy under that workflow
+    for name, flat in cells:
         cfg = cfgs[name]
-        init = warm_start(cfg, log=log)
+        init = warm_start(_base_model_config(cfg, base, flat), log=log)
         model, seed = _model_label(cfg), cfg.seed
         if (model, seed) not in controls_done:  # the controls of this model size and seed
             controls_done.add((model, seed))
-            single = load_config(base, _overrides({**dict(cells[i][1]), "workflow.name": "single",
-                                                   "policy.sharing": "shared"}))
-            base_acc = _validate(single, load_policy(init))
-            table.append({"cell": f"base-{model}-s{seed}", "control": "base", "workflow": "single", "sharing": "-",
-                          "model": model, "seed": seed, "peak_val_acc": base_acc, "final_val_acc": base_acc})
-            log(f"control: base {model} seed {seed}: val accuracy {base_acc:.3f}")
-            row = _train_cell(single, out / f"single-{model}-s{seed}", init, log)
-            table.append({"cell": f"single-{model}-s{seed}", "control": "single", "workflow": "single",
-                          "sharing": "shared", "model": model, "seed": seed, **row})
-            log(f"control: single-agent RL {model} seed {seed}: peak {row['peak_val_acc']:.3f} "
-                f"final {row['final_val_acc']:.3f}")
-        log(f"[{i + 1}/{len(cells)}] {name}")
-        row = _train_cell(cfg, out / name, init, log)
-        table.append({"cell": name, "workflow": cfg.workflow.name, "sharing": cfg.policy.sharing,
-                      "model": model, "seed": seed, **row})
-        log(f"[{i + 1}/{len(cells)}] {name}: peak {row['peak_val_acc']:.3f} final {row['final_val_acc']:.3f} "
-            f"alerts {len(row['alerts'])}")
-        (out / "sweep_rows.json").write_text(json.dumps(table, indent=2))
+            single = load_config(base, _overrides({**flat, "workflow.name": "single", "policy.sharing": "shared"}))
+            if "base" in controls:
+                base_acc = _start(starts, single, init, log)
+                table.append({"cell": f"base-{model}-s{seed}", "control": "base", "workflow": "single",
+                              "sharing": "-", "model": model, "seed": seed, "start_val_acc": base_acc,
+                              "peak_val_acc": base_acc, "final_val_acc": base_acc})
+                log(f"control: base {model} seed {seed}: val accuracy {base_acc:.3f}")
+            if "single" in controls:
+                row = {"cell": f"single-{model}-s{seed}", "control": "single", "workflow": "single",
+                       "sharing": "shared", "model": model, "seed": seed,
+                       "start_val_acc": _start(starts, single, init, log)}
+                table.append(row)
+                work.append((row, single, out / row["cell"], init))
+        row = {"cell": name, "workflow": cfg.workflow.name, "sharing": cfg.policy.sharing,
+               "variant": _variant(flat, grid["axes"]), "model": model, "seed": seed,
+               "start_val_acc": _start(starts, cfg, init, log)}
+        table.append(row)
+        work.append((row, cfg, out / name, init))
+    _run_jobs(work, jobs, log)
+    (out / "sweep_rows.json").write_text(json.dumps(table, indent=2))
     return write_table(table, out)

@@ -9,6 +9,9 @@ A grid file names a base config, the axes to vary and fixed overrides:
       model.hidden_size: [64, 128]
       seed: [0, 1]
     overrides: {rl.steps: 6}
+    controls: [base, single]   # the default; [base] when single-agent RL is a cell of its own
+    exclude:                   # cells to skip: every key of an entry matches (e.g. a no-op variant)
+      - {workflow.name: eval_opt, seed: 1}
 
 `expand_grid` turns it into cells (the cartesian product, last axis varying fastest, in the
 file's axis order) with readable names such as `voting-shared-h64-s0`; `write_table`
@@ -27,13 +30,17 @@ import re
 from collections import Counter
 from pathlib import Path
 
-GRID_KEYS = ("base", "axes", "overrides")
+GRID_KEYS = ("base", "axes", "overrides", "controls", "exclude")
 CONTROLS = ("base", "single")
 """Control rows: `base` = the warm start evaluated without RL, `single` = single-agent RL."""
-COLUMNS = ("cell", "control", "workflow", "sharing", "model", "seed", "peak_val_acc", "final_val_acc", "cliff",
-           "alerts")
-SUMMARY_COLUMNS = ("control", "workflow", "sharing", "model", "seeds", "peak_val_acc", "final_val_acc", "cliff",
-                   "alerts")
+COLUMNS = ("cell", "control", "workflow", "sharing", "variant", "model", "seed", "start_val_acc", "peak_val_acc",
+           "final_val_acc", "cliff", "alerts")
+SUMMARY_COLUMNS = ("control", "workflow", "sharing", "variant", "model", "seeds", "start_val_acc", "peak_val_acc",
+                   "final_val_acc", "cliff", "amplification", "capture", "cliff_alerts", "alerts")
+ALERT_KINDS = {"amplification": "gradient_amplification", "capture": "role_capture", "cliff_alerts": "accuracy_cliff"}
+"""Summary columns counting one detector's alerts (over every seed of a group)."""
+SPREAD = ("peak_val_acc", "final_val_acc", "cliff")
+"""Summary columns shown as mean ± standard error over seeds (sample std / sqrt(n); 0 for one seed)."""
 _ABBREV = {"hidden_size": "h", "seed": "s"}  # the axes every sweep has get the shortest names
 
 
@@ -76,6 +83,9 @@ def expand_grid(grid: dict) -> list[tuple[str, dict]]:
     overrides = grid.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise ValueError(f"sweep 'overrides' must be a mapping; got {type(overrides).__name__}")
+    controls = grid.get("controls", list(CONTROLS))
+    if not isinstance(controls, list) or not set(controls) <= set(CONTROLS):
+        raise ValueError(f"sweep 'controls' must be a list drawn from {list(CONTROLS)}; got {controls!r}")
     both = sorted(set(axes) & set(overrides))
     if both:
         raise ValueError(f"keys {both} are both an axis and a fixed override")
@@ -91,9 +101,13 @@ def expand_grid(grid: dict) -> list[tuple[str, dict]]:
         if len(set(names)) != len(names):
             raise ValueError(f"axis '{axis}' has values that give the same cell name: {values}")
 
+    exclude = _exclusions(grid.get("exclude") or [], axes)
     keys = list(axes)
     cells = []
     for combo in itertools.product(*(axes[k] for k in keys)):
+        cell = dict(zip(keys, combo))
+        if any(all(cell[k] == v for k, v in ex.items()) for ex in exclude):
+            continue
         name = "-".join(_name_part(k, v) for k, v in zip(keys, combo))
         cells.append((name, {**overrides, **dict(zip(keys, combo))}))
     seen = Counter(name for name, _ in cells)
@@ -101,6 +115,17 @@ def expand_grid(grid: dict) -> list[tuple[str, dict]]:
     if clashes:  # e.g. two string axes whose values read alike
         raise ValueError(f"cell names are not unique: {clashes}")
     return cells
+
+
+def _exclusions(exclude, axes: dict) -> list[dict]:
+    """The grid's `exclude` entries, checked: each a mapping from axes to values they take."""
+    if not isinstance(exclude, list) or not all(isinstance(e, dict) and e for e in exclude):
+        raise ValueError(f"sweep 'exclude' must be a list of non-empty mappings axis -> value; got {exclude!r}")
+    for e in exclude:
+        for k, v in e.items():
+            if k not in axes or v not in axes[k]:
+                raise ValueError(f"sweep 'exclude' entry {e}: {k}={v!r} is not a value of an axis")
+    return exclude
 
 
 # --- results table --------------------------------------------------------------------------------
@@ -137,10 +162,11 @@ def _table_row(row: dict) -> dict:
     peak, final = _num(row.get("peak_val_acc")), _num(row.get("final_val_acc"))
     labels = _alert_labels(row.get("alerts"))
     return {"cell": str(row["cell"]), "control": control, "workflow": row.get("workflow", ""),
-            "sharing": row.get("sharing", ""), "model": row.get("model", ""), "seed": row.get("seed", ""),
+            "sharing": row.get("sharing", ""), "variant": row.get("variant", ""), "model": row.get("model", ""),
+            "seed": row.get("seed", ""), "start_val_acc": _num(row.get("start_val_acc")),
             "peak_val_acc": peak, "final_val_acc": final,
             "cliff": peak - final if peak is not None and final is not None else None,
-            "alerts": _alerts_text(labels), "_n_alerts": len(labels)}
+            "alerts": _alerts_text(labels), "_labels": labels}
 
 
 def _mean(values: list) -> float | None:
@@ -148,19 +174,44 @@ def _mean(values: list) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def _stderr(values: list) -> float | None:
+    """Standard error of the mean: sample standard deviation / sqrt(n); 0 for a single value."""
+    vals = [v for v in values if v is not None]
+    if len(vals) < 2:
+        return 0.0 if vals else None
+    m = sum(vals) / len(vals)
+    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1) / len(vals))
+
+
+GROUP_KEYS = ("control", "workflow", "sharing", "variant", "model")
+
+
 def summarize(rows: list[dict]) -> list[dict]:
-    """Mean over seeds of every (control, workflow, sharing, model), in first-seen order."""
+    """Mean (and `<col>_se`, standard error) over seeds of every group, in first-seen order;
+    alerts counted in total and per detector (ALERT_KINDS)."""
     groups: dict[tuple, list[dict]] = {}
     for r in map(_table_row, rows):
-        groups.setdefault((r["control"], r["workflow"], r["sharing"], r["model"]), []).append(r)
+        groups.setdefault(tuple(r[k] for k in GROUP_KEYS), []).append(r)
     out = []
-    for (control, workflow, sharing, model), rs in groups.items():
-        out.append({"control": control, "workflow": workflow, "sharing": sharing, "model": model, "seeds": len(rs),
-                    "peak_val_acc": _mean([r["peak_val_acc"] for r in rs]),
-                    "final_val_acc": _mean([r["final_val_acc"] for r in rs]),
-                    "cliff": _mean([r["cliff"] for r in rs]),
-                    "alerts": sum(r["_n_alerts"] for r in rs)})
+    for key, rs in groups.items():
+        labels = [lab for r in rs for lab in r["_labels"]]
+        row = {**dict(zip(GROUP_KEYS, key)), "seeds": len(rs),
+               "start_val_acc": _mean([r["start_val_acc"] for r in rs]), "alerts": len(labels)}
+        for col in SPREAD:
+            row[col], row[f"{col}_se"] = _mean([r[col] for r in rs]), _stderr([r[col] for r in rs])
+        for col, name in ALERT_KINDS.items():
+            row[col] = sum(lab.split("/")[0].split(":")[0] == name for lab in labels)
+        out.append(row)
     return out
+
+
+def _with_spread(row: dict) -> dict:
+    """A summary row for Markdown: `mean ± se` where more than one seed was averaged."""
+    shown = dict(row)
+    for col in SPREAD:
+        if row["seeds"] > 1 and row[col] is not None and row[f"{col}_se"] is not None:
+            shown[col] = f"{row[col]:.3f} ± {row[f'{col}_se']:.3f}"
+    return shown
 
 
 def _md_cell(v) -> str:
@@ -180,7 +231,8 @@ def _md_table(columns: tuple[str, ...], rows: list[dict]) -> list[str]:
 def write_table(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
     """Write `sweep.csv` and `sweep.md` under out_dir; return their paths.
 
-    A row: cell, workflow, sharing, model, seed, peak_val_acc, final_val_acc, alerts (a list
+    A row: cell, workflow, sharing, variant (the cell's other axis values), model, seed,
+    start_val_acc (before RL), peak_val_acc, final_val_acc, alerts (a list
     of alert names, or dicts/Alerts with name and role), and `control` ("base" | "single")
     for the control runs. cliff = peak - final is computed here. Controls come first.
     """
@@ -199,7 +251,9 @@ def write_table(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
              "cliff = peak_val_acc - final_val_acc (the final-accuracy cliff of Zeng et al. 2026); "
              "controls: `base` = warm start without RL, `single` = single-agent RL.", ""]
     lines += _md_table(COLUMNS, shown)
-    lines += ["", "## Summary (mean over seeds)", ""]
-    lines += _md_table(SUMMARY_COLUMNS, summarize(rows))
+    lines += ["", "## Summary (mean over seeds)", "",
+              "mean ± standard error over seeds; start = validation accuracy before RL (the cell's own "
+              "workflow); amplification / capture / cliff_alerts count that detector's alerts over all seeds.", ""]
+    lines += _md_table(SUMMARY_COLUMNS, [_with_spread(r) for r in summarize(rows)])
     md_path.write_text("\n".join(lines) + "\n")
     return csv_path, md_path
