@@ -152,3 +152,19 @@ def test_amplification_for_org_experts_with_the_observed_team():
     alerts = [a for i, m in enumerate(steps) for a in det.update(i, m, {}, {"ceo": 1.0, "expert": 4.5})]
     assert [(a.name, a.role, a.step) for a in alerts] == [("gradient_amplification", "expert", 2)]
     assert "multiplicity 4.5" in alerts[0].message and alerts[0].evidence["multiplicity"] == 4.5
+
+
+def test_role_grad_ratios_and_mean_amplification_by_hand():
+    from swarmrl.diagnostics.detectors import mean_amplification, role_grad_ratios
+    m = {"role/gen/grad_norm": 0.9, "role/agg/grad_norm": 0.2, "role/rev/grad_norm": 0.4}
+    ratios, singles = role_grad_ratios(m, {"gen": 3, "agg": 1, "rev": 1})
+    assert ratios == pytest.approx({"gen": 0.9 / 0.3})  # median of 0.2 and 0.4
+    assert singles == {"agg": 0.2, "rev": 0.4}
+    assert role_grad_ratios(m, {"gen": 3, "agg": 3, "rev": 3}) == ({}, {})  # no single-agent baseline
+    rows = [{"role/gen/grad_norm": 0.6, "role/agg/grad_norm": 0.2, "role/gen/multiplicity": 3,
+             "role/agg/multiplicity": 1},                                    # ratio 3.0
+            {"step": 1},                                                     # no grad norms this step
+            {"role/gen/grad_norm": 0.2, "role/agg/grad_norm": 0.2, "role/gen/multiplicity": 3,
+             "role/agg/multiplicity": 1}]                                    # ratio 1.0
+    assert mean_amplification(rows) == pytest.approx(2.0)
+    assert mean_amplification([{"step": 0}]) is None

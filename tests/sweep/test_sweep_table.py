@@ -76,9 +76,9 @@ def test_expand_grid_errors(grid, match):
 
 ROWS = [
     {"cell": "voting-shared-h64-s0", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 0,
-     "start_val_acc": 0.5, "peak_val_acc": 0.6, "final_val_acc": 0.5, "alerts": []},
+     "start_val_acc": 0.5, "amp_ratio": 1.5, "peak_val_acc": 0.6, "final_val_acc": 0.5, "alerts": []},
     {"cell": "voting-shared-h64-s1", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 1,
-     "start_val_acc": 0.5, "peak_val_acc": 0.8, "final_val_acc": 0.4,
+     "start_val_acc": 0.5, "amp_ratio": 2.5, "peak_val_acc": 0.8, "final_val_acc": 0.4,
      "alerts": [Alert("accuracy_cliff", "all", 5, "m", {}), {"name": "role_capture", "role": "aggregator"},
                 {"name": "role_capture", "role": "aggregator"}]},
     {"cell": "base", "control": "base", "workflow": "voting", "sharing": "shared", "model": "h64", "seed": 0,
@@ -93,7 +93,7 @@ def test_write_table_csv_by_hand(tmp_path):
     assert csv_path.exists() and md_path.exists()
     rows = list(csv.DictReader(csv_path.open()))
     assert list(rows[0]) == ["cell", "control", "workflow", "sharing", "variant", "model", "seed", "start_val_acc",
-                             "peak_val_acc", "final_val_acc", "cliff", "alerts"]
+                             "peak_val_acc", "final_val_acc", "cliff", "amp_ratio", "alerts"]
     # controls first, then the cells in their order
     assert [r["cell"] for r in rows] == ["base", "single-s0", "voting-shared-h64-s0", "voting-shared-h64-s1"]
     assert [r["control"] for r in rows] == ["base", "single", "", ""]
@@ -110,14 +110,14 @@ def test_write_table_markdown_marks_controls_and_summarises_over_seeds(tmp_path)
     md = md_path.read_text()
     assert "| base (control) | base | voting |" in md
     assert "| single-s0 (control) | single | single |" in md
-    assert "| voting-shared-h64-s1 |  | voting | shared |  | h64 | 1 | 0.500 | 0.800 | 0.400 | 0.400 | 3: " in md
+    assert "| voting-shared-h64-s1 |  | voting | shared |  | h64 | 1 | 0.500 | 0.800 | 0.400 | 0.400 | 2.500 | 3: " in md
     summary = md.split("## Summary (mean over seeds)")[1]
     # voting/shared/h64 over seeds 0 and 1: start (0.5+0.5)/2, peak (0.6+0.8)/2 ± 0.1, final (0.5+0.4)/2 ± 0.05,
-    # cliff (0.1+0.4)/2 ± 0.15 (two values a, b: standard error |a - b| / 2); alerts: 0 amplification,
-    # 2 capture, 1 cliff, 3 in all
-    assert "|  | voting | shared |  | h64 | 2 | 0.500 | 0.700 ± 0.100 | 0.450 ± 0.050 | 0.250 ± 0.150 | 0 | 2 | 1 | 3 |" \
-        in summary
-    assert "| single | single | shared |  | h64 | 1 | - | 0.700 | - | - | 1 | 0 | 0 | 1 |" in summary
+    # cliff (0.1+0.4)/2 ± 0.15 (two values a, b: standard error |a - b| / 2), amp_ratio (1.5+2.5)/2 ± 0.5;
+    # alerts: 0 amplification, 2 capture, 1 cliff, 3 in all
+    assert ("|  | voting | shared |  | h64 | 2 | 0.500 | 0.700 ± 0.100 | 0.450 ± 0.050 | 0.250 ± 0.150 "
+            "| 2.000 ± 0.500 | 0 | 2 | 1 | 3 |") in summary
+    assert "| single | single | shared |  | h64 | 1 | - | 0.700 | - | - | - | 1 | 0 | 0 | 1 |" in summary
 
 
 def test_summarize_by_hand_and_row_errors():

@@ -111,6 +111,31 @@ def _grad_norms(metrics: dict) -> dict[str, float]:
     return out
 
 
+def role_grad_ratios(metrics: dict, multiplicity: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """(each multiplied role's grad norm / the median of the single-agent roles' norms, those
+    single roles' norms); ({}, singles) when there is no positive single-role baseline."""
+    norms = _grad_norms(metrics)
+    singles = {r: n for r, n in norms.items() if multiplicity.get(r, 1) <= 1}
+    median = statistics.median(singles.values()) if singles else 0.0
+    if median <= 0:  # no baseline role, or no tokens for it: says nothing about drift
+        return {}, singles
+    return {r: n / median for r, n in norms.items() if multiplicity.get(r, 1) > 1}, singles
+
+
+def mean_amplification(rows: list[dict]) -> float | None:
+    """Mean over a run's steps (metrics rows) of the largest multiplied-role grad-norm ratio
+    (`role_grad_ratios`, multiplicities from `role/<r>/multiplicity`); None when no step had one.
+    About k for k identical agents sharing a role's gradient; about 1 with the mitigation."""
+    per_step = []
+    for m in rows:
+        mult = {k[len("role/"):-len("/multiplicity")]: v for k, v in m.items()
+                if k.startswith("role/") and k.endswith("/multiplicity") and isinstance(v, (int, float))}
+        ratios, _ = role_grad_ratios(m, mult)
+        if ratios:
+            per_step.append(max(ratios.values()))
+    return sum(per_step) / len(per_step) if per_step else None
+
+
 class Detectors:
     """Runs the three detectors on each step's metrics; keeps the history they need."""
 
@@ -146,19 +171,13 @@ class Detectors:
         return fired
 
     def _amplification(self, metrics: dict, multiplicity: dict[str, float]) -> dict:
-        norms = _grad_norms(metrics)
-        singles = {r: n for r, n in norms.items() if multiplicity.get(r, 1) <= 1}
-        if not singles:
-            return {}  # no baseline role this step: nothing to compare against
-        median = statistics.median(singles.values())
-        if median <= 0:
-            return {}  # a zero baseline (no tokens for the single roles) says nothing about drift
+        ratios, singles = role_grad_ratios(metrics, multiplicity)
+        if not ratios:
+            return {}  # no baseline role this step (or no multiplied one): nothing to compare
+        norms, median = _grad_norms(metrics), statistics.median(singles.values())
         out: dict = {}
-        for role in sorted(norms):
-            k = multiplicity.get(role, 1)
-            if k <= 1:
-                continue
-            ratio = norms[role] / median
+        for role in sorted(ratios):
+            k, ratio = multiplicity[role], ratios[role]
             self.streak[role] = self.streak.get(role, 0) + 1 if ratio > self.cfg.amplification_ratio else 0
             if self.streak[role] == 0:
                 out[("gradient_amplification", role)] = None

@@ -23,6 +23,8 @@ import yaml
 
 from swarmrl.config import Config, ConfigError, load_config
 from swarmrl.config_load import resolve_config
+from swarmrl.diagnostics.detectors import mean_amplification
+from swarmrl.runs.rundir import read_jsonl
 from swarmrl.sweep.table import expand_grid, write_table
 
 
@@ -155,5 +157,7 @@ def run_sweep(grid_path: Path, out: Path, log=print, jobs: int = 1) -> tuple[Pat
         table.append(row)
         work.append((row, cfg, out / name, init))
     _run_jobs(work, jobs, log)
+    for row, _, run_dir, _ in work:  # read from the run, so a resumed sweep's older cells get it too
+        row["amp_ratio"] = mean_amplification(read_jsonl(run_dir / "metrics.jsonl"))
     (out / "sweep_rows.json").write_text(json.dumps(table, indent=2))
     return write_table(table, out)

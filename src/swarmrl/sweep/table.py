@@ -34,12 +34,12 @@ GRID_KEYS = ("base", "axes", "overrides", "controls", "exclude")
 CONTROLS = ("base", "single")
 """Control rows: `base` = the warm start evaluated without RL, `single` = single-agent RL."""
 COLUMNS = ("cell", "control", "workflow", "sharing", "variant", "model", "seed", "start_val_acc", "peak_val_acc",
-           "final_val_acc", "cliff", "alerts")
+           "final_val_acc", "cliff", "amp_ratio", "alerts")
 SUMMARY_COLUMNS = ("control", "workflow", "sharing", "variant", "model", "seeds", "start_val_acc", "peak_val_acc",
-                   "final_val_acc", "cliff", "amplification", "capture", "cliff_alerts", "alerts")
+                   "final_val_acc", "cliff", "amp_ratio", "amplification", "capture", "cliff_alerts", "alerts")
 ALERT_KINDS = {"amplification": "gradient_amplification", "capture": "role_capture", "cliff_alerts": "accuracy_cliff"}
 """Summary columns counting one detector's alerts (over every seed of a group)."""
-SPREAD = ("peak_val_acc", "final_val_acc", "cliff")
+SPREAD = ("peak_val_acc", "final_val_acc", "cliff", "amp_ratio")
 """Summary columns shown as mean ± standard error over seeds (sample std / sqrt(n); 0 for one seed)."""
 _ABBREV = {"hidden_size": "h", "seed": "s"}  # the axes every sweep has get the shortest names
 
@@ -166,7 +166,7 @@ def _table_row(row: dict) -> dict:
             "seed": row.get("seed", ""), "start_val_acc": _num(row.get("start_val_acc")),
             "peak_val_acc": peak, "final_val_acc": final,
             "cliff": peak - final if peak is not None and final is not None else None,
-            "alerts": _alerts_text(labels), "_labels": labels}
+            "amp_ratio": _num(row.get("amp_ratio")), "alerts": _alerts_text(labels), "_labels": labels}
 
 
 def _mean(values: list) -> float | None:
@@ -232,7 +232,8 @@ def write_table(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
     """Write `sweep.csv` and `sweep.md` under out_dir; return their paths.
 
     A row: cell, workflow, sharing, variant (the cell's other axis values), model, seed,
-    start_val_acc (before RL), peak_val_acc, final_val_acc, alerts (a list
+    start_val_acc (before RL), peak_val_acc, final_val_acc, amp_ratio (the run's mean largest
+    multiplied-role grad-norm ratio, diagnostics.detectors.mean_amplification), alerts (a list
     of alert names, or dicts/Alerts with name and role), and `control` ("base" | "single")
     for the control runs. cliff = peak - final is computed here. Controls come first.
     """
@@ -253,7 +254,8 @@ def write_table(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
     lines += _md_table(COLUMNS, shown)
     lines += ["", "## Summary (mean over seeds)", "",
               "mean ± standard error over seeds; start = validation accuracy before RL (the cell's own "
-              "workflow); amplification / capture / cliff_alerts count that detector's alerts over all seeds.", ""]
+              "workflow); amp_ratio = grad norm of the multiplied role / median of the single roles, mean over "
+              "steps; amplification / capture / cliff_alerts count that detector's alerts over all seeds.", ""]
     lines += _md_table(SUMMARY_COLUMNS, [_with_spread(r) for r in summarize(rows)])
     md_path.write_text("\n".join(lines) + "\n")
     return csv_path, md_path
