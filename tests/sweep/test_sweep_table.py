@@ -136,3 +136,15 @@ def test_summarize_by_hand_and_row_errors():
         summarize([{"workflow": "voting"}])
     with pytest.raises(ValueError, match="control must be one of"):
         summarize([{"cell": "x", "control": "baseline"}])
+
+
+def test_write_table_draws_the_summary(tmp_path):
+    from swarmrl.sweep.plot import group_label
+    write_table(ROWS, tmp_path)
+    png = tmp_path / "sweep.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert "](sweep.png)" in (tmp_path / "sweep.md").read_text()
+    labels = [group_label(r) for r in summarize(ROWS)]
+    assert labels == ["voting SP", "base", "single-agent RL"]
+    assert group_label({"control": "", "workflow": "voting", "sharing": "isolated", "variant": "mntrue"}) == \
+        "voting IP mntrue"

@@ -30,6 +30,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from swarmrl.sweep.plot import plot_summary
+
 GRID_KEYS = ("base", "axes", "overrides", "controls", "exclude")
 CONTROLS = ("base", "single")
 """Control rows: `base` = the warm start evaluated without RL, `single` = single-agent RL."""
@@ -229,7 +231,8 @@ def _md_table(columns: tuple[str, ...], rows: list[dict]) -> list[str]:
 
 
 def write_table(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
-    """Write `sweep.csv` and `sweep.md` under out_dir; return their paths.
+    """Write `sweep.csv`, `sweep.md` and `sweep.png` (sweep/plot.py) under out_dir; return the
+    paths of the first two.
 
     A row: cell, workflow, sharing, variant (the cell's other axis values), model, seed,
     start_val_acc (before RL), peak_val_acc, final_val_acc, amp_ratio (the run's mean largest
@@ -256,6 +259,9 @@ def write_table(rows: list[dict], out_dir: Path) -> tuple[Path, Path]:
               "mean ± standard error over seeds; start = validation accuracy before RL (the cell's own "
               "workflow); amp_ratio = grad norm of the multiplied role / median of the single roles, mean over "
               "steps; amplification / capture / cliff_alerts count that detector's alerts over all seeds.", ""]
-    lines += _md_table(SUMMARY_COLUMNS, [_with_spread(r) for r in summarize(rows)])
+    summary = summarize(rows)
+    lines += _md_table(SUMMARY_COLUMNS, [_with_spread(r) for r in summary])
+    if plot_summary(summary, out_dir / "sweep.png"):
+        lines += ["", "![the grid: accuracy and amplification per group](sweep.png)"]
     md_path.write_text("\n".join(lines) + "\n")
     return csv_path, md_path
