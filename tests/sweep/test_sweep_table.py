@@ -148,3 +148,16 @@ def test_write_table_draws_the_summary(tmp_path):
     assert labels == ["voting SP", "base", "single-agent RL"]
     assert group_label({"control": "", "workflow": "voting", "sharing": "isolated", "variant": "mntrue"}) == \
         "voting IP mntrue"
+
+
+def test_variance_explained_by_hand():
+    from swarmrl.sweep.table import variance_explained
+    rows = [{"cell": f"c{i}", "workflow": w, "sharing": sh, "seed": 0, "peak_val_acc": v, "final_val_acc": v}
+            for i, (w, sh, v) in enumerate([("voting", "shared", 0.1), ("voting", "isolated", 0.3),
+                                            ("eval_opt", "shared", 0.5), ("eval_opt", "isolated", 0.7)])]
+    rows.append({"cell": "base", "control": "base", "final_val_acc": 0.9, "peak_val_acc": 0.9})  # left out
+    # mean 0.4; total SS 0.09+0.01+0.01+0.09 = 0.20; workflow means 0.2 / 0.6: 2*0.04 + 2*0.04 = 0.16;
+    # sharing means 0.3 / 0.5: 2*0.01 + 2*0.01 = 0.04; seed has one level: omitted
+    shares = variance_explained(rows)
+    assert shares == pytest.approx({"workflow": 0.8, "sharing": 0.2})
+    assert variance_explained(rows[:1]) == {}
