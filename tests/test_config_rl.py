@@ -23,6 +23,7 @@ def test_defaults_leave_the_menu_off():
     (["rl.scale_rewards=bogus"], "scale_rewards"),
     (["rl.advantage=contribution", "workflow.name=single"], "per-agent contributions"),
     (["rl.advantage=leave_one_out", "workflow.name=single"], "per-agent contributions"),
+    (["rl.multiplicity_lr_scaled=true", "policy.sharing=shared"], "one optimizer for every role"),
 ])
 def test_bad_menu_settings_fail_at_load(override, match):
     with pytest.raises(ConfigError, match=match):
@@ -33,6 +34,7 @@ def test_bad_menu_settings_fail_at_load(override, match):
     ["rl.clip_eps_high=0.28"], ["rl.dual_clip=3"], ["rl.scale_rewards=none", "rl.advantage=grpo"],
     ["rl.scale_rewards=batch"], ["rl.advantage=contribution", "rl.contribution_coef=1"],
     ["rl.drop_zero_spread_groups=true"], ["rl.scale_rewards=none", "rl.advantage=my.py:fn"],
+    ["rl.multiplicity_lr_scaled=true", "policy.sharing=isolated", "workflow.name=voting"],
 ])
 def test_good_menu_settings_load(override):
     load_config(None, override)

@@ -189,6 +189,9 @@ def _rl_menu_checks(cfg: Config) -> list[tuple[bool, str]]:
         (rl.advantage not in ("contribution", "leave_one_out") or cfg.workflow.name != "single",
          f"rl.advantage={rl.advantage} needs per-agent contributions; workflow.name=single has one agent "
          "(use collective or grpo)"),
+        (not rl.multiplicity_lr_scaled or cfg.policy.sharing != "shared",
+         "rl.multiplicity_lr_scaled steps each role's own optimizer; policy.sharing=shared has one optimizer for "
+         "every role (use rl.multiplicity_normalized, or policy.sharing=isolated)"),
     ]
     for term in ("instantiation", "finish"):
         coef, start, end = (getattr(sh, f"{term}_{k}") for k in ("coef", "anneal_start", "anneal_end"))

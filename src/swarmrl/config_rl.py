@@ -115,8 +115,15 @@ class RLConfig:
     mass whatever its token count; the mitigation for role capture under SP);
     `package.module:fn` or `path/file.py:fn` loads a plugin."""
     multiplicity_normalized: bool = False
-    """Divide each role's loss by its multiplicity (the mitigation for gradient amplification
-    under IP: three generators then weigh as one)."""
+    """Divide each role's loss by its multiplicity (the mitigation for gradient amplification:
+    three generators then weigh as one). Under a shared policy this reweights the roles within
+    one gradient. Under isolated policies each adapter has its own AdamW, which normalises a
+    constant loss scale away: the adapter's updates stay the same (and its measured grad norm,
+    which the amplification detector reads, shrinks by the multiplicity); use
+    `multiplicity_lr_scaled` there."""
+    multiplicity_lr_scaled: bool = False
+    """Isolated policies: step each role's adapter (or model copy) at rl.lr / its multiplicity,
+    the form of the multiplicity mitigation that changes what a per-adapter AdamW does."""
     role_grad_interval: int = 5
     """Every this many steps, measure each role's gradient norm (shared policy: one extra
     backward pass per role; isolated: the adapter's own norm, every step). 0 = never."""

@@ -57,6 +57,35 @@ def test_isolated_voting_amplifies_the_generator_adapter_three_times():
     assert fixed["generator"] / fixed["aggregator"] == pytest.approx(1.0, rel=1e-3)
 
 
+def adapter_updates(seqs: list[TrainSeq], **rl) -> dict[str, float]:
+    """One isolated-policy step: the size of each role adapter's parameter change."""
+    torch.manual_seed(0)
+    policy = build_tiny_policy(TINY)
+    roles = sorted({s.role for s in seqs})
+    ps = PolicySet(policy, "isolated", roles, lora_rank=4)
+    for p in ps.parameters("generator"):  # LoRA B starts at 0: give the update a nonzero path
+        torch.nn.init.normal_(p, std=0.02)
+    for p in ps.parameters("aggregator"):
+        torch.nn.init.normal_(p, std=0.02)
+    before = {r: [p.detach().clone() for p in ps.parameters(r)] for r in roles}
+    cfg = dataclasses.replace(RLConfig(), loss="pg", grad_clip=1e9, lr=1e-3, **rl)
+    Updater(cfg, ps, get_loss("pg"), policy.pad_id, seed=0).update(seqs, step=0, measure_roles=False)
+    return {r: float(torch.sqrt(sum(((p - b) ** 2).sum() for p, b in zip(ps.parameters(r), before[r]))))
+            for r in roles}
+
+
+def test_multiplicity_normalized_leaves_an_isolated_adamw_step_unchanged_and_lr_scaling_does_not():
+    batch = [seq("generator", 6, multiplicity=3) for _ in range(3)] + [seq("aggregator", 6)]
+    plain = adapter_updates(batch)
+    normalized = adapter_updates(batch, multiplicity_normalized=True)
+    # AdamW's first step is lr * g / (|g| + eps) per parameter: a loss divided by 3 moves the
+    # generator adapter exactly as far (up to eps against gradients of ~1e-4 and up)
+    assert normalized["generator"] == pytest.approx(plain["generator"], rel=1e-3)
+    scaled = adapter_updates(batch, multiplicity_lr_scaled=True)
+    assert scaled["generator"] == pytest.approx(plain["generator"] / 3, rel=1e-3)  # lr / multiplicity
+    assert scaled["aggregator"] == pytest.approx(plain["aggregator"], rel=1e-6)   # multiplicity 1: as before
+
+
 def test_role_balanced_gives_a_verbose_role_the_same_gradient_mass():
     # The generator role emits 10x the tokens of the aggregator: ten copies of exactly the
     # aggregator's sequence, so per token their gradients are identical and only the mass differs.

@@ -173,8 +173,12 @@ class Updater:
             norm = (float(torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)) if self.sharding is None
                     else self.sharding.clip(params, self.cfg.grad_clip))
             out["grad_norm"] = out.get("grad_norm", 0.0) + norm / minibatches
-            if not isinstance(self.policies, SharedPolicies) and any(self.policies.slot(s.role) == slot for s in mb):
+            mine = [s for s in mb if self.policies.slot(s.role) == slot]
+            if not isinstance(self.policies, SharedPolicies) and mine:
                 role_norms.setdefault(slot, []).append(norm)  # a role absent this step has no norm, not 0
+            if self.cfg.multiplicity_lr_scaled and mine:
+                for group in opt.param_groups:  # AdamW cancels a loss scale; a step size it cannot
+                    group["lr"] = self.cfg.lr / max(s.multiplicity for s in mine)
             opt.step()
 
     def _zero(self) -> None:
