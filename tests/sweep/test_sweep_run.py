@@ -64,3 +64,16 @@ def test_sweep_refuses_zero_jobs(tmp_path):
     import pytest
     with pytest.raises(ConfigError, match="--jobs must be >= 1"):
         run_sweep(path, tmp_path / "out", jobs=0)
+
+
+def test_the_single_agent_control_takes_model_and_seed_but_no_other_axis(tmp_path):
+    from swarmrl.sweep.run import _control_config
+    base = REPO / "configs" / "tiny_workflows.yaml"
+    flat = {"rl.steps": 2, "workflow.name": "voting", "policy.sharing": "isolated", "rl.multiplicity_lr_scaled": True,
+            "rl.lr": 0.01, "model.hidden_size": 48, "seed": 2}
+    axes = {"workflow.name": [], "policy.sharing": [], "rl.multiplicity_lr_scaled": [], "rl.lr": [],
+            "model.hidden_size": [], "seed": []}
+    cfg = _control_config(base, flat, axes)  # lr scaling under a shared policy would be refused
+    assert (cfg.workflow.name, cfg.policy.sharing, cfg.rl.multiplicity_lr_scaled) == ("single", "shared", False)
+    assert (cfg.rl.steps, cfg.model.hidden_size, cfg.seed) == (2, 48, 2)
+    assert cfg.rl.lr != 0.01  # the base config's, not the cell's

@@ -69,6 +69,14 @@ def _base_model_config(cfg: Config, base: Path, flat: dict) -> Config:
     return load_config(base, _overrides({k: v for k, v in flat.items() if k != "workflow.name"}))
 
 
+def _control_config(base: Path, flat: dict, axes: dict) -> Config:
+    """Single-agent RL for one model size and seed: the grid's fixed overrides and the cell's
+    model and seed, but none of its other axis values (a learning rate or a mitigation under
+    study is the cells' business, and some only apply to a team)."""
+    keep = {k: v for k, v in flat.items() if k not in axes or k == "seed" or k.startswith("model.")}
+    return load_config(base, _overrides({**keep, "workflow.name": "single", "policy.sharing": "shared"}))
+
+
 def _variant(flat: dict, axes: dict) -> str:
     """The cell's values on the axes the table has no column for (e.g. `mn=true`), or ''."""
     from swarmrl.sweep.table import _name_part
@@ -138,7 +146,7 @@ def run_sweep(grid_path: Path, out: Path, log=print, jobs: int = 1) -> tuple[Pat
         model, seed = _model_label(cfg), cfg.seed
         if (model, seed) not in controls_done:  # the controls of this model size and seed
             controls_done.add((model, seed))
-            single = load_config(base, _overrides({**flat, "workflow.name": "single", "policy.sharing": "shared"}))
+            single = _control_config(base, flat, grid["axes"]) if controls else None
             if "base" in controls:
                 base_acc = _start(starts, single, init, log)
                 table.append({"cell": f"base-{model}-s{seed}", "control": "base", "workflow": "single",
