@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 
 SHARING_COLORS = {"shared": "C0", "isolated": "C1", "isolated_full": "C2"}
+HATCHES = ("", "//", "xx", "..", "\\\\")  # one per variant, in first-seen order
 
 
 def group_label(row: dict) -> str:
@@ -45,7 +46,8 @@ def plot_summary(summary: list[dict], path: Path) -> Path | None:
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     final, final_se = _values(rows, "final_val_acc")
     colors = ["0.6" if r["control"] else SHARING_COLORS.get(r["sharing"], "C4") for r in rows]
-    hatches = ["//" if r["variant"] else "" for r in rows]  # a variant (e.g. the mitigation) on
+    variants = list(dict.fromkeys(r["variant"] for r in rows if not r["control"]))
+    hatches = [HATCHES[variants.index(r["variant"]) % len(HATCHES)] if not r["control"] else "" for r in rows]
     top.bar(x, final, yerr=final_se, color=colors, hatch=hatches, capsize=3, label="final (± s.e.)")
     top.plot(x, _values(rows, "peak_val_acc")[0], "o", color="k", ms=4, label="peak")
     top.plot(x, _values(rows, "start_val_acc")[0], "_", color="C3", ms=14, mew=2, label="start (before RL)")
