@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from swarmrl.cli import main
@@ -61,7 +62,6 @@ def test_sweep_refuses_zero_jobs(tmp_path):
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump({"base": str(REPO / "configs" / "tiny_workflows.yaml"),
                                     "axes": {"seed": [0]}}))
-    import pytest
     with pytest.raises(ConfigError, match="--jobs must be >= 1"):
         run_sweep(path, tmp_path / "out", jobs=0)
 
@@ -77,3 +77,20 @@ def test_the_single_agent_control_takes_model_and_seed_but_no_other_axis(tmp_pat
     assert (cfg.workflow.name, cfg.policy.sharing, cfg.rl.multiplicity_lr_scaled) == ("single", "shared", False)
     assert (cfg.rl.steps, cfg.model.hidden_size, cfg.seed) == (2, 48, 2)
     assert cfg.rl.lr != 0.01  # the base config's, not the cell's
+
+
+@pytest.mark.parametrize("grid_path", sorted((REPO / "configs" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_grid_loads_every_cell_and_control(grid_path):
+    """Each cell's config and its single-agent control validate (what a sweep checks before training)."""
+    from swarmrl.config import load_config
+    from swarmrl.config_load import resolve_config
+    from swarmrl.sweep.run import _control_config, _overrides
+    from swarmrl.sweep.table import expand_grid
+    grid = yaml.safe_load(grid_path.read_text())
+    base = resolve_config(grid["base"])
+    cells = expand_grid(grid)
+    assert cells
+    for _, flat in cells:
+        load_config(base, _overrides(flat))
+        if grid.get("controls", ["base", "single"]):
+            _control_config(base, flat, grid["axes"])
