@@ -45,6 +45,11 @@ def check_plugins(cfg: Config) -> None:
     if cfg.rl.smaller_caps_fraction and not (scenario.hires and scenario.team_cap(None) >= 1):
         raise ConfigError(f"rl.smaller_caps_fraction needs a scenario that hires (workflow.name=org) with "
                           f"max_experts >= 1: only a CEO who hires has a cap (workflow.name={cfg.workflow.name})")
+    if cfg.rl.smaller_caps.strip() and not cfg.rl.smaller_caps_fraction:
+        raise ConfigError("rl.smaller_caps names the caps of the smaller-cap groups, and there are none: "
+                          "set rl.smaller_caps_fraction > 0")
+    if cfg.rl.smaller_caps_fraction:
+        smaller_caps(cfg)
     frozen_roles(cfg)
     check_groups(cfg, scenario)
     get_advantage(cfg.rl.advantage)
@@ -165,13 +170,30 @@ def new_rollouts(runtime: Runtime, problems, per_problem: int, time_limit: float
 
 def step_caps(cfg: Config, step: int) -> list[int]:
     """Each problem's cap at `step`: the last round(fraction x problems) get a smaller one,
-    drawn from 0..max_experts-1 (a function of (seed, step) alone, like the problems)."""
+    drawn from `rl.smaller_caps` (default 0..max_experts-1; a function of (seed, step) alone,
+    like the problems)."""
     n, top = cfg.rl.problems_per_step, max_experts_for(cfg)
     k = round(cfg.rl.smaller_caps_fraction * n)
     if k == 0:
         return [top] * n
-    small = rng_for("caps", cfg.seed, step).integers(0, top, size=k)
-    return [top] * (n - k) + [int(c) for c in small]
+    choices = smaller_caps(cfg) or list(range(top))
+    small = rng_for("caps", cfg.seed, step).integers(0, len(choices), size=k)
+    return [top] * (n - k) + [choices[int(i)] for i in small]
+
+
+def smaller_caps(cfg: Config) -> list[int]:
+    """`rl.smaller_caps` as ints ([] when empty); each must be below the full cap."""
+    text = cfg.rl.smaller_caps.strip()
+    try:
+        caps = [int(c) for c in text.split(",")] if text else []
+    except ValueError:
+        raise ConfigError(f"rl.smaller_caps must be comma-separated integers, got {text!r}") from None
+    top = max_experts_for(cfg)
+    bad = [c for c in caps if not 0 <= c < top]
+    if bad:
+        raise ConfigError(f"rl.smaller_caps {bad} out of range: each cap must be in 0..{top - 1} "
+                          f"(below the full cap {top})")
+    return caps
 
 
 @dataclass

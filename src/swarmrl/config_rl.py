@@ -84,6 +84,9 @@ class RLConfig:
     overrides the `max=` header, and the checkpoint's smaller team sizes in `swarmrl scale`
     are degenerate (measured on the demo: score 0 alone, 0.20 with one expert). The step's
     collective metrics cover the full-cap rollouts only; `capped/...` reports the others."""
+    smaller_caps: str = ""
+    """Comma-separated caps the smaller-cap groups draw from, uniformly (e.g. `0,1,3`: teams of
+    1, 2 and 4); empty = every cap 0..max_experts-1. Fewer values give each more groups."""
     lr: float = 3e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0

@@ -41,3 +41,20 @@ def test_bad_fraction_is_a_clear_error():
     # A scenario without hiring has no cap to make smaller: refused before anything is built.
     with pytest.raises(ConfigError, match=r"needs a scenario that hires \(workflow.name=org\)"):
         check_plugins(load_config(TINY, ["rl.smaller_caps_fraction=0.5", "workflow.name=voting"]))
+
+
+def test_smaller_caps_draws_only_the_named_caps():
+    cfg = load_config(TINY, ["rl.problems_per_step=4", "rl.smaller_caps_fraction=0.5", "rl.smaller_caps=0,2"])
+    idx = np.random.default_rng([cfg.seed, 7, 3]).integers(0, 2, size=2).tolist()  # an index into [0, 2]
+    assert step_caps(cfg, step=7) == [3, 3] + [[0, 2][i] for i in idx]
+    assert {c for s in range(30) for c in step_caps(cfg, s)[2:]} == {0, 2}
+
+
+@pytest.mark.parametrize("override, match", [
+    (["rl.smaller_caps=0,1"], "set rl.smaller_caps_fraction > 0"),
+    (["rl.smaller_caps_fraction=0.5", "rl.smaller_caps=0,3"], r"\[3\] out of range: each cap must be in 0..2"),
+    (["rl.smaller_caps_fraction=0.5", "rl.smaller_caps=one"], "comma-separated integers"),
+])
+def test_bad_smaller_caps_fail_before_anything_is_built(override, match):
+    with pytest.raises(ConfigError, match=match):
+        check_plugins(load_config(TINY, override))
