@@ -53,9 +53,8 @@ def _train_cell(cfg: Config, out: Path, init: Path, log=None) -> dict:
     rows = run.read_metrics()
     final = _validate(cfg, load_trained_policy(run.path)[0])
     vals = [r["val_accuracy"] for r in rows if "val_accuracy" in r] + [final]
-    row = {"peak_val_acc": max(vals), "final_val_acc": final,
-           "val_curve": vals, "alerts": [a for r in rows for a in r.get("alerts", [])],
-           "train_s": time.perf_counter() - t0}
+    row = {"peak_val_acc": max(vals), "final_val_acc": final, "val_curve": vals,
+           "alerts": [a for r in rows for a in r.get("alerts", [])], "train_s": time.perf_counter() - t0}
     done.write_text(json.dumps(row, indent=2))
     return row
 
@@ -85,10 +84,10 @@ def _variant(flat: dict, axes: dict) -> str:
 
 
 def _run_jobs(jobs: list[tuple[dict, Config, Path, Path]], workers: int, log) -> None:
-    """Train every (row, cfg, out, init) job, `workers` at a time in separate processes; each
-    row is updated in place with its results. One worker trains in this process (with its log)."""
+    """Train every (row, cfg, out, init) job, `workers` at a time in separate processes (one
+    worker: in this process, with its log); each row is updated in place with its results."""
     def done(row: dict, result: dict) -> None:
-        row.update({k: v for k, v in result.items() if k != "start_val_acc"})  # the row's own start stands
+        row.update(result)
         log(f"{row['cell']}: start {_fmt(row['start_val_acc'])} peak {row['peak_val_acc']:.3f} "
             f"final {row['final_val_acc']:.3f} alerts {len(row['alerts'])} ({row['train_s']:.0f} s)")
     if workers <= 1:
@@ -139,7 +138,7 @@ def run_sweep(grid_path: Path, out: Path, log=print, jobs: int = 1) -> tuple[Pat
     work: list[tuple[dict, Config, Path, Path]] = []
     controls_done: set[tuple[str, int]] = set()
     controls = grid.get("controls", ["base", "single"])
-    starts: dict[tuple, float] = {}  # (workflow, model) -> the base model's accuracy under that workflow
+    starts: dict[tuple, float] = {}  # (workflow, model, init) -> the base's accuracy under that workflow
     for name, flat in cells:
         cfg = cfgs[name]
         init = warm_start(_base_model_config(cfg, base, flat), log=log)
