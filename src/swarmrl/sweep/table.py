@@ -27,6 +27,7 @@ import csv
 import itertools
 import math
 import re
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -181,8 +182,7 @@ def _stderr(values: list) -> float | None:
     vals = [v for v in values if v is not None]
     if len(vals) < 2:
         return 0.0 if vals else None
-    m = sum(vals) / len(vals)
-    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1) / len(vals))
+    return statistics.stdev(vals) / math.sqrt(len(vals))
 
 
 GROUP_KEYS = ("control", "workflow", "sharing", "variant", "model")
