@@ -1,13 +1,13 @@
 """What each scripted strategy scores at each deadline: the ceilings RL can select among.
 
 Every strategy the warm start demonstrates (tasks/arith_scripts.py: solo, or k = 1..8 experts
-x wait / poll / recompute x the CEO working or not) runs, never wrong, through the real
+x wait / poll / recompute x the CEO working or not x briefed or from the board) runs, never wrong, through the real
 runtime and clock of the demo config on the same held-out problems. Scores at every limit are
 read off one timeline per rollout (as in the scaling evaluation). This is how the demo's
 deadline was chosen, and what bounds the latency-shaping checks: e.g. the best team's items
 at the tight limit over the solo agent's.
 
-    .venv/bin/python benchmarks/scripted_ceilings.py [--problems 48] [--limits 5.5,6,7] [--json OUT] [key=value ...]
+    .venv/bin/python benchmarks/scripted_ceilings.py [--problems 48] [--limits 4.5,5.5] [--json OUT] [key=value ...]
 """
 
 from __future__ import annotations
@@ -28,19 +28,21 @@ from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy
 
 def all_strategies(max_experts: int) -> list[Strategy]:
     out = [Strategy(0, share="recompute")]
-    out += [Strategy(k, share=s, ceo_works=cw) for k in range(1, max_experts + 1)
-            for s in ("wait", "poll", "recompute") for cw in (False, True)]
+    out += [Strategy(k, share=s, ceo_works=cw, board=b) for k in range(1, max_experts + 1)
+            for s in ("wait", "poll", "recompute") for cw in (False, True) for b in (False, True)]
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", type=int, default=48)
-    ap.add_argument("--limits", default="5.5,6,7", help="comma-separated simulated seconds")
+    ap.add_argument("--limits", default="", help="comma-separated simulated seconds (default: the "
+                    "curriculum's first and last deadline, and 1.5x the last)")
     ap.add_argument("--json", help="write every strategy's scores here")
     args, overrides = ap.parse_known_args()
     cfg = load_config(resolve_config(DEMO_CONFIG), overrides)
-    limits = [float(x) for x in args.limits.split(",")]
+    tl = cfg.time_limit
+    limits = [float(x) for x in args.limits.split(",")] if args.limits else [tl.start, tl.end, 1.5 * tl.end]
     tok = build_tokenizer()
     runtime, task = make_runtime(cfg, tok)
     probs = task.sample(np.random.default_rng(cfg.task.eval_seed), args.problems)

@@ -34,7 +34,7 @@ def test_checks_on_constructed_data():
     c = compute_checks(cfg, runs, tables, {a: summarize(t) for a, t in tables.items()})
     tl = c["arms"]["time_limit"]
     assert tl["items_single_at_tight"] == 2.0 and tl["items_by_team_at_tight"] == {4: 5.0}
-    assert tl["items_ratio_best_team_vs_single_at_tight"] == 2.5 and c["check_items_2x_at_tight"]
+    assert tl["items_ratio_best_team_vs_single_at_tight"] == 2.5 and not c["check_items_3x_at_tight"]
     assert tl["train/ref/messages_per_rollout"]["ratio"] == pytest.approx(1.75) and c["check_messages_rise_1.5x"]
     assert tl["train/ref/expert_work_share"]["change"] == pytest.approx(0.3) and c["check_expert_share_rises"]
     # single agent's best 0.75 first at 10 s; the team of 4 reaches it at 7 s
@@ -42,6 +42,22 @@ def test_checks_on_constructed_data():
     assert c["check_none_rises_less"] == {"messages": True, "expert_share": True}
     # under none the team reaches 0.75 only at 10 s too: not sooner
     assert c["arms"]["none"]["team_beats_single_to_its_best"] is False
+
+
+def test_reference_checks_need_3x_the_items_and_0_4x_the_latency():
+    cfg = load_config(None, ["time_limit.start=4", "time_limit.end=5"])
+    limits = [2.0, 4.0, 5.0, 8.0, 10.0]
+    ref = _rows({1: [0.0, 0.125, 0.25, 0.5, 1.0]}, limits)  # 1 item at 4 s; its best (1.0) first at 10 s
+    for team4, items_ok, latency_ok in (
+            ([0.0, 0.375, 0.75, 1.0, 1.0], True, False),    # 3 items at 4 s (3x); 1.0 at 8 s = 0.8x the time
+            ([0.0, 0.25, 1.0, 1.0, 1.0], False, False),     # 2 items (2x); 1.0 at 5 s = 0.5x
+            ([0.25, 0.5, 1.0, 1.0, 1.0], True, False),      # 4 items (4x); 1.0 at 5 s = 0.5x
+            ([0.5, 1.0, 1.0, 1.0, 1.0], True, True)):       # 8 items (8x); 1.0 at 4 s = 0.4x
+        tables = {"time_limit": _rows({1: [0.0, 0.125, 0.25, 0.5, 1.0], 4: team4}, limits)}
+        summaries = {"time_limit": summarize(tables["time_limit"], ref)}
+        c = compute_checks(cfg, {"time_limit": _train([2.0] * 20, [0.5] * 20)}, tables, summaries, ref)
+        assert c["check_items_3x_reference_at_tight"] is items_ok, team4
+        assert c["check_team_reaches_reference_best_at_0.4x"] is latency_ok, team4
 
 
 def test_a_share_rise_within_the_noise_is_not_a_rise():
@@ -104,7 +120,7 @@ def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path)
     out = tmp_path / "exp"
     report = run_experiment(exp, out, resolve_config, init=init, log=lambda *a: None)
     text = report.read_text()
-    assert "## Checks" in text and "time_limit: best team solves >= 2x" in text and "training steps" in text
+    assert "## Checks" in text and "time_limit: best team solves >= 3x" in text and "training steps" in text
     assert "## Latency to reach a score" in text and "| perfect scripted single | 1 |" in text
     for arm in ("warm_start", "time_limit", "none", "scripted_solo"):
         assert (out / "scaling" / f"{arm}.csv").exists()

@@ -34,8 +34,8 @@ def test_blocks_are_contiguous_and_near_equal():
 
 
 STRATEGIES = [Strategy(0, share="recompute")]
-STRATEGIES += [Strategy(k, share=share, ceo_works=cw)
-               for k in (1, 3, 4, 8) for share in ("wait", "poll", "recompute") for cw in (False, True)]
+STRATEGIES += [Strategy(k, share=share, ceo_works=cw, board=b) for k in (1, 3, 4, 8)
+               for share in ("wait", "poll", "recompute") for cw in (False, True) for b in (False, True)]
 
 
 def test_scripted_strategies_solve_every_item_without_a_deadline():
@@ -56,6 +56,9 @@ def test_scripted_strategies_solve_every_item_without_a_deadline():
             assert "ceo" not in workers, strat.label()
         if strat.share != "recompute" and strat.experts > 1:
             assert r.counters["channel_posts"] > 0, strat.label()
+        if strat.board:  # one kickoff post, no briefs: the hiring turn does not grow with the team
+            assert r.counters["direct_messages"] == 0, strat.label()
+            assert r.turns[0].generated_tokens == strat.experts + 6 + (6 if strat.ceo_works else 1) + 1, strat.label()  # hires, post, take or done, end
     # the strategies differ in latency: a team of 8 beats solo
     by_label = {s.label(): r.finished_at for s, r in zip(STRATEGIES, rollouts)}
     assert by_label[Strategy(8, "recompute").label()] < by_label[Strategy(0, share="recompute").label()]

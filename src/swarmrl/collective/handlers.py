@@ -11,14 +11,33 @@ from swarmrl.collective.actions import DEFAULT_READ_LAST, Action
 from swarmrl.collective.grading import apply_settlement, first_known
 
 
+BOARD_NEXT = "next"
+
+
 def take(runtime, r, a, act: Action, now: float) -> str | None:
-    items = runtime.task.take(r.problem, act.attrs["item"])
-    if items is None:
-        return f"error: no item or range {act.attrs['item']!r}"
+    ref = act.attrs["item"]
+    if ref.strip() == BOARD_NEXT:
+        a.board = True
+        items = _board_next(r)
+    elif (items := runtime.task.take(r.problem, ref)) is None:
+        return f"error: no item or range {ref!r}"
+    r.claimed.update(items)
     # Taken items go to the front (e.g. recomputing a dependency before the item needing it).
     a.queue = items + [i for i in a.queue if i not in items]
     a.took = True
     return None
+
+
+def _board_next(r) -> list[int]:
+    """The shared board: the lowest-labelled item no one has taken or submitted (the first
+    submission decides an item, right or wrong); none left: an empty desk.
+
+    An agent that took `next` once is dealt the next free item whenever its desk empties (in
+    `submit`), so it needs no brief and spends no tokens asking: the CEO's hiring turn stays
+    a few tokens however many experts it hires, and each item costs what it costs alone.
+    """
+    free = [i for i in range(1, r.problem.num_items + 1) if i not in r.claimed]
+    return free[:1]
 
 
 def msg(runtime, r, a, act: Action, now: float) -> str | None:
@@ -55,6 +74,10 @@ def submit(runtime, r, a, act: Action, now: float) -> str | None:
     a.known[item] = answer.strip()
     if item in a.queue:
         a.queue.remove(item)
+    r.claimed.add(item)  # submitted (decided, right or wrong): never dealt from the board
+    if a.board and not a.queue:  # the board deals the next free item
+        a.queue = _board_next(r)
+        r.claimed.update(a.queue)
     if not r.scenario.submits(a.role):
         # Not the answer: a proposal for the roles downstream (graded only for diagnostics).
         r.outputs.setdefault(a.name, {})[item] = answer.strip()

@@ -26,6 +26,7 @@ class Agent:
     pending_reads: list[tuple[str, int, float]] = field(default_factory=list)  # (channel, last, as of time)
     queue: list[int] = field(default_factory=list)  # items taken and not yet submitted, in order
     took: bool = False  # has taken work at least once (then an empty queue is reported)
+    board: bool = False  # took `next`: dealt the board's next free item whenever the desk empties
     known: dict[int, str] = field(default_factory=dict)  # item results this agent has seen
     candidates: dict[int, list[str]] = field(default_factory=dict)  # fixed workflows: upstream outputs per item
     outcomes: list[dict] = field(default_factory=list)  # own graded submissions whose outcome is not shown yet
@@ -80,6 +81,7 @@ class Rollout:
     turns: list[Turn] = field(default_factory=list)
     solved: dict[int, float] = field(default_factory=dict)  # item -> time its correct submission landed
     solved_by: dict[int, str] = field(default_factory=dict)
+    claimed: set[int] = field(default_factory=set)  # items any agent has taken or submitted (the board skips them)
     item_scores: dict[int, float] = field(default_factory=dict)  # item -> credit of its kept submission, in [0, 1]
     submissions: list[dict] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=lambda: {

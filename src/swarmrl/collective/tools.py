@@ -12,7 +12,8 @@ from swarmrl.collective.actions import SPECS
 TOOL_DOCS: dict[str, tuple[str, str, str]] = {
     "submit": ('<submit item="A">answer</submit>', "submit your answer for one item; only answers submitted "
                "before the deadline count", '<submit item="A">7</submit>'),
-    "take": ('<take item="A"/>', "put an item (or a range such as A-C) on your desk to work on it next",
+    "take": ('<take item="A"/>', "put an item (or a range such as A-C) on your desk to work on it next; "
+             'item="next" takes the first item no one has taken, and the next one each time your desk empties',
              '<take item="B-D"/>'),
     "msg": ('<msg to="NAME">text</msg>', "send a direct message to one teammate",
             '<msg to="expert-1">Please solve items A and B and post the results.</msg>'),

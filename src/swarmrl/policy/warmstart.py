@@ -93,8 +93,10 @@ def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> t
 
 
 def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, batch_sequences: int,
-               micro_batch_tokens: int, seed: int, log=print) -> list[float]:
-    """Next-token cross-entropy on generated tokens only (token mean per batch)."""
+               micro_batch_tokens: int, seed: int, log=print, max_pad: float = 1.0) -> list[float]:
+    """Next-token cross-entropy on generated tokens only (token mean per batch). `max_pad`: as in
+    the RL update (rl.max_pad_fraction), a micro-batch closes before it is more than this share
+    padding (a solo CEO's trajectory is several times an expert's)."""
     model = policy.model
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -110,7 +112,7 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
             num_tokens = sum(sum(s.gen_mask) for s in batch)
             opt.zero_grad(set_to_none=True)
             total = 0.0
-            for micro in micro_batches(batch, micro_batch_tokens):
+            for micro in micro_batches(batch, micro_batch_tokens, max_pad=max_pad):
                 t = pad(micro, policy.pad_id)
                 logp, _ = token_logprobs(model, t["ids"], t["attn"], with_entropy=False)  # [B, T]
                 loss = -(logp * t["mask"]).sum() / num_tokens
@@ -160,7 +162,7 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     log(f"warm start ({scenario.demo_set}): {stats['rollouts']} scripted rollouts, {stats['sequences']} agent "
         f"trajectories, {stats['generated_tokens']} target tokens; rollouts by team/workflow {stats['team_sizes']}")
     losses = supervised(policy, seqs, cfg.warmstart.epochs, cfg.warmstart.lr, cfg.warmstart.batch_sequences,
-                        cfg.rl.micro_batch_tokens, cfg.warmstart.seed, log=log)
+                        cfg.rl.micro_batch_tokens, cfg.warmstart.seed, log=log, max_pad=cfg.rl.max_pad_fraction)
     tmp = out.with_name(out.name + ".tmp")
     save_policy(policy, tmp)
     stats.update({"final_loss": float(np.mean(losses[-10:])), "seconds": time.perf_counter() - t0,

@@ -1,8 +1,9 @@
 """Scripted role policies for `arith`: the demonstrations of the warm start.
 
 They cover every strategy the collective could choose, in comparable amounts, so that RL
-*selects* among them: solve alone or hire k = 1..8 experts; split
-round-robin or keep dependency chains together; share results on the channel and wait for
+*selects* among them: solve alone or hire k = 1..8 experts; brief each expert
+with a block of items, or let the experts take items one at a time from the shared board
+(`<take item="next"/>`: no brief, so the hiring turn stays short); share results on the channel and wait for
 them, poll the archive for them, or take the dependency and recompute it; the CEO works
 too or only manages. None of them is "the best" by construction: which one
 pays depends on the deadline, and that is what RL must find out.
@@ -16,30 +17,38 @@ from typing import Sequence
 import numpy as np
 
 from swarmrl.collective.grading import parse_label
+from swarmrl.collective.handlers import BOARD_NEXT
 from swarmrl.collective.state import TurnRequest
 from swarmrl.policy.sampler import Sample
 from swarmrl.tasks.arith_items import ArithProblem, label, work_text
 
+BOARD_TAKE = f'<take item="{BOARD_NEXT}"/>'
+BOARD_CALL = "go"  # the CEO's kickoff post when the experts work from the board
 
 
 @dataclass(frozen=True)
 class Strategy:
     experts: int  # 0 = the CEO solves everything alone
     share: str = "wait"  # wait: post results, wait for others' | poll: read the archive | recompute
-    ceo_works: bool = False  # the CEO keeps the last block of items
+    ceo_works: bool = False  # the CEO keeps the last block of items (on the board: takes items too)
+    board: bool = False  # experts take items one at a time from the board instead of a brief
 
     def label(self) -> str:
         if self.experts == 0:
             return "solo"
-        return f"team{self.experts}/{self.share}{'/ceo-works' if self.ceo_works else ''}"
+        return (f"team{self.experts}/{'board/' if self.board else ''}{self.share}"
+                f"{'/ceo-works' if self.ceo_works else ''}")
 
 
-def sample_strategy(rng: np.random.Generator, max_experts: int) -> Strategy:
-    """Team size uniform over 0..max_experts; every other knob uniform."""
+def sample_strategy(rng: np.random.Generator, max_experts: int, board_rate: float = 0.0) -> Strategy:
+    """Team size uniform over 0..max_experts; the board with probability `board_rate`; every
+    other knob uniform."""
     k = int(rng.integers(0, max_experts + 1))
     if k == 0:  # alone there is no one to share with
         return Strategy(0, share="recompute")
-    return Strategy(k, share=str(rng.choice(["wait", "poll", "recompute"])), ceo_works=bool(rng.random() < 0.3))
+    share, ceo_works = str(rng.choice(["wait", "poll", "recompute"])), bool(rng.random() < 0.3)
+    board = bool(board_rate) and bool(rng.random() < board_rate)  # no draw when off: old streams unchanged
+    return Strategy(k, share=share, ceo_works=ceo_works, board=board)
 
 
 def blocks(num_items: int, workers: int) -> list[tuple[int, int]]:
@@ -81,6 +90,8 @@ class ScriptedActor:
         if a.role == "ceo" and a.turns == 0:
             return self._ceo_first(r.problem, strat, r.org.max_experts)
         if not a.took:  # a new expert's first turn: its brief is the last line
+            if strat.board:
+                return BOARD_TAKE
             brief = next(line for line in reversed(lines) if line.startswith("@ceo: "))
             return f'<take item="{brief[6:].strip()}"/>'
         return self._work(r.problem, strat, lines[-1] if lines else "")
@@ -89,6 +100,9 @@ class ScriptedActor:
         k = min(strat.experts, max_experts)
         if k == 0:
             return f'<take item="{range_text(1, problem.num_items)}"/>'
+        if strat.board:  # one post wakes every new expert (hires without a brief wait for a message)
+            return ('<hire role="expert"/>' * k + f'<post ch="general">{BOARD_CALL}</post>'
+                    + (BOARD_TAKE if strat.ceo_works else "<done/>"))
         parts = blocks(problem.num_items, k + (1 if strat.ceo_works else 0))
         text = '<hire role="expert"/>' * len(parts[:k])
         text += "".join(f'<msg to="expert-{i + 1}">{range_text(*b)}</msg>' for i, b in enumerate(parts[:k]))

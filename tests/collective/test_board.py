@@ -1,0 +1,53 @@
+"""The shared board (`<take item="next"/>`): items are dealt one at a time, lowest label
+first, never one that anyone has taken or submitted, and again each time a desk empties."""
+
+from __future__ import annotations
+
+from runtime_helpers import run_script, turns_of
+
+KICKOFF = '<hire role="expert"/><hire role="expert"/><post ch="general">go</post><take item="next"/>'
+
+
+def desk(turn) -> str:
+    """The desk line of a turn's observation (the line before the `>>` cue)."""
+    return turn.observation.splitlines()[-2]
+
+
+def test_board_deals_free_items_in_label_order_and_refills_an_empty_desk():
+    r, _ = run_script({
+        ("ceo", 0): KICKOFF,                          # the CEO takes A
+        ("expert-1", 0): '<take item="next"/>',       # same start as expert-2: names break the tie -> B
+        ("expert-2", 0): '<take item="next"/>',       # -> C
+        ("expert-1", 1): '<submit item="B">0</submit>',  # desk empties: dealt D, the last free item
+        ("expert-2", 1): '<submit item="C">0</submit>',  # nothing left to deal
+        ("ceo", 1): '<wait/>',
+    }, k=4)
+    e1, e2 = turns_of(r, "expert-1"), turns_of(r, "expert-2")
+    assert e1[0].start == e2[0].start
+    assert (desk(e1[1])[0], desk(e2[1])[0], desk(turns_of(r, "ceo")[1])[0]) == ("B", "C", "A")
+    assert desk(e1[2])[0] == "D"
+    assert desk(e2[2]) == "(no items left)"
+    assert r.claimed == {1, 2, 3, 4}
+    assert r.counters["invalid_actions"] == 0
+
+
+def test_board_skips_items_taken_by_name_and_items_already_submitted():
+    r, _ = run_script({
+        ("ceo", 0): '<hire role="expert"/><post ch="general">go</post><take item="A-B"/>',
+        ("expert-1", 0): '<take item="next"/>',       # A and B are taken by name -> C
+        ("expert-1", 1): '<submit item="D">0</submit><submit item="C">0</submit>',  # D decided first (wrong or not)
+    }, k=4)
+    e1 = turns_of(r, "expert-1")
+    assert desk(e1[1])[0] == "C"
+    assert 4 in {s["item"] for s in r.submissions}
+    assert desk(e1[2]) == "(no items left)"  # D was submitted (decided) before C emptied the desk
+
+
+def test_board_with_nothing_free_gives_an_empty_desk_not_an_error():
+    r, _ = run_script({
+        ("ceo", 0): '<take item="A-D"/><take item="next"/>',
+        ("ceo", 1): "<done/>",
+    }, k=4)
+    ceo = turns_of(r, "ceo")
+    assert ceo[0].errors == []
+    assert desk(ceo[1])[0] == "A"  # the range stays on the desk, in order
