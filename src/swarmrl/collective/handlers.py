@@ -17,6 +17,7 @@ BOARD_NEXT = "next"
 def take(runtime, r, a, act: Action, now: float) -> str | None:
     ref = act.attrs["item"]
     if ref.strip() == BOARD_NEXT:
+        r.counters["board_takes"] += 1
         a.board = True
         items = _board_next(r)
     elif (items := runtime.task.take(r.problem, ref)) is None:

@@ -87,7 +87,7 @@ class Rollout:
     counters: dict[str, int] = field(default_factory=lambda: {
         "invalid_actions": 0, "hit_token_cap": 0, "wrong_submits": 0, "duplicate_submits": 0,
         "context_overflow": 0, "hires": 0, "fires": 0, "direct_messages": 0, "channel_posts": 0,
-        "archive_reads": 0, "message_tokens": 0, "infra_errors": 0, "rejected_hires": 0})
+        "archive_reads": 0, "message_tokens": 0, "infra_errors": 0, "rejected_hires": 0, "board_takes": 0})
     finished_at: float | None = None
     end_reason: str = ""
     scenario: Any = None  # who takes part and what each role may do (scenarios/base.py)

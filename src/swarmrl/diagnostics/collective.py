@@ -212,6 +212,7 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
         "direct_messages_per_rollout": c("direct_messages"),
         "channel_posts_per_rollout": c("channel_posts"),
         "archive_reads_per_rollout": c("archive_reads"),
+        "board_takes_per_rollout": c("board_takes"),  # agents that joined the shared board
         "message_tokens_per_rollout": c("message_tokens"),
         "invalid_actions": c("invalid_actions"),
         "hit_token_cap": c("hit_token_cap"),
