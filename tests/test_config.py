@@ -70,6 +70,7 @@ def test_bad_type_names_the_key(override, fragment):
     ("workflow.max_experts=-1", "workflow.max_experts must be in [0, 8]"),
     ("rl.rollouts_per_problem=1", "rl.rollouts_per_problem must be >= 2"),
     ("task.dependency_rate=1.5", "task.dependency_rate must be in [0, 1]"),
+    ("task.board_demo_rate=-0.1", "task.board_demo_rate must be in [0, 1]"),
     ("model.num_kv_heads=3", "model.num_heads must be a multiple of model.num_kv_heads"),
     ("eval.team_size=70", "eval.team_size must be in"),
     ("eval.max_team_size=5", "eval.max_team_size must be >= workflow.max_experts + 1 = 9"),
@@ -153,7 +154,8 @@ def test_presets_exist_and_demo_default_matches_its_comment():
     assert {"rlcr_arith.yaml", "tiny_test.yaml"} <= names
     cfg = load_config(CONFIGS / "rlcr_arith.yaml")
     assert cfg.workflow.max_experts == 8
-    assert (cfg.time_limit.start, cfg.time_limit.end) == (5.5, 6.0)  # "from 5.5 s to 6 s"
+    assert (cfg.time_limit.start, cfg.time_limit.end) == (4.5, 5.5)  # "from 4.5 s to 5.5 s"
+    assert cfg.task.items_per_problem == 12 and cfg.task.board_demo_rate == 0.5
     tiny = load_config(CONFIGS / "tiny_test.yaml")
     assert tiny.rl.steps == 2 and tiny.model.hidden_size == 32
 
