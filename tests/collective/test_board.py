@@ -3,7 +3,7 @@ first, never one that anyone has taken or submitted, and again each time a desk 
 
 from __future__ import annotations
 
-from runtime_helpers import run_script, turns_of
+from runtime_helpers import NO_DEADLINE, encode, make_runtime, problems, run_script, transcript, turns_of
 
 KICKOFF = '<hire role="expert"/><hire role="expert"/><post ch="general">go</post><take item="next"/>'
 
@@ -51,3 +51,41 @@ def test_board_with_nothing_free_gives_an_empty_desk_not_an_error():
     ceo = turns_of(r, "ceo")
     assert ceo[0].errors == []
     assert desk(ceo[1])[0] == "A"  # the range stays on the desk, in order
+
+
+def test_board_deals_the_same_with_and_without_causal_batching():
+    """Deals follow the turns' start order (the runtime applies a wave in start order), so the
+    wave loop and the one-turn-at-a-time reference give the same items to the same agents."""
+    think = {"expert-1": "x" * 9, "expert-2": "", "expert-3": "x" * 4}  # different turn lengths
+    script = {("ceo", 0): '<hire role="expert"/>' * 3 + '<post ch="general">go</post><done/>'}
+    for name, pad in think.items():
+        script[(name, 0)] = pad + '<take item="next"/>'
+        for turn in range(1, 4):  # submit whatever is on the desk; the board deals again
+            script[(name, turn)] = pad * turn + '<submit item="{desk}">0</submit>'
+    runs = []
+    for batching in (True, False):
+        rt = make_runtime(batching=batching, k=8)
+        (p,) = problems(rt, 1)
+        r = rt.new_rollout(0, 0, p, NO_DEADLINE, 3)
+        rt.run([r], _DeskActor(script), seed=0)
+        assert r.counters["board_takes"] == 3 and r.counters["invalid_actions"] == 0
+        assert len({s["item"] for s in r.submissions}) == 8  # every item dealt once
+        runs.append(transcript(r))
+    assert runs[0] == runs[1]
+
+
+class _DeskActor:
+    """Replies from {(agent, turn): text}, `{desk}` filled with the label of the item in hand."""
+
+    def __init__(self, script: dict):
+        self.script = script
+
+    def act(self, requests, seed):
+        out = []
+        for q in requests:
+            text = self.script.get((q.agent.name, q.agent.turns), "<done/>")
+            if "{desk}" in text:
+                line = q.observation.splitlines()[-2]
+                text = text.replace("{desk}", line.split(":")[0]) if ":" in line else "<done/>"
+            out.append(encode(text))
+        return out
