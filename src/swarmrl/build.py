@@ -44,10 +44,10 @@ def check_plugins(cfg: Config) -> None:
     scenario = make_scenario(cfg)
     if cfg.rl.smaller_caps_fraction and not (scenario.hires and scenario.team_cap(None) >= 1):
         raise ConfigError(f"rl.smaller_caps_fraction needs a scenario that hires (workflow.name=org) with "
-                          f"max_experts >= 1: only a CEO who hires has a cap (workflow.name={cfg.workflow.name})")
-    if cfg.rl.smaller_caps.strip() and not cfg.rl.smaller_caps_fraction:
-        raise ConfigError("rl.smaller_caps names the caps of the smaller-cap groups, and there are none: "
-                          "set rl.smaller_caps_fraction > 0")
+                          f"max_experts >= 1: only a CEO who hires has a cap (workflow.name={cfg.workflow.name}); "
+                          "set rl.smaller_caps_fraction=0 (the demo preset rlcr_arith.yaml turns it on)")
+    # With the fraction at 0, `rl.smaller_caps` is inert: a preset that sets both is turned off
+    # by the fraction alone.
     if cfg.rl.smaller_caps_fraction:
         smaller_caps(cfg)
     frozen_roles(cfg)

@@ -86,7 +86,8 @@ class RLConfig:
     collective metrics cover the full-cap rollouts only; `capped/...` reports the others."""
     smaller_caps: str = ""
     """Comma-separated caps the smaller-cap groups draw from, uniformly (e.g. `0,1,3`: teams of
-    1, 2 and 4); empty = every cap 0..max_experts-1. Fewer values give each more groups."""
+    1, 2 and 4); empty = every cap 0..max_experts-1. Fewer values give each more groups. Inert
+    while `smaller_caps_fraction` is 0."""
     lr: float = 3e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0

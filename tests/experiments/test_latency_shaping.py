@@ -134,3 +134,12 @@ def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path)
     metrics = (out / "arms" / "time_limit" / "metrics.jsonl").read_text()
     run_experiment(exp, out, resolve_config, init=init, log=lambda *a: None)  # resumes: arms are done
     assert (out / "arms" / "time_limit" / "metrics.jsonl").read_text() == metrics
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs" / "experiments").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_experiment_validates(path):
+    """Each arm of each shipped experiment config passes every check a run makes first (the
+    demo preset they build on changes; their pinned overrides must keep working)."""
+    from swarmrl.build import check_plugins
+    for cfg in arm_configs(load_experiment(path), resolve_config).values():
+        check_plugins(cfg)

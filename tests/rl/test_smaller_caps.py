@@ -50,8 +50,14 @@ def test_smaller_caps_draws_only_the_named_caps():
     assert {c for s in range(30) for c in step_caps(cfg, s)[2:]} == {0, 2}
 
 
+def test_fraction_zero_turns_the_caps_off_whatever_smaller_caps_says():
+    # The demo preset sets both keys; `rl.smaller_caps_fraction=0` alone must turn them off.
+    cfg = load_config(TINY, ["rl.problems_per_step=4", "rl.smaller_caps=0,1"])
+    check_plugins(cfg)
+    assert step_caps(cfg, step=3) == [3, 3, 3, 3]
+
+
 @pytest.mark.parametrize("override, match", [
-    (["rl.smaller_caps=0,1"], "set rl.smaller_caps_fraction > 0"),
     (["rl.smaller_caps_fraction=0.5", "rl.smaller_caps=0,3"], r"\[3\] out of range: each cap must be in 0..2"),
     (["rl.smaller_caps_fraction=0.5", "rl.smaller_caps=one"], "comma-separated integers"),
 ])
