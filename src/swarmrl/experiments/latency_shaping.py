@@ -143,7 +143,6 @@ def _team_vs_reference(a: dict, s: dict, ref_items: float | None) -> dict:
             "reference_best_score": s.get("reference_single_best_score"),
             "reference_time_to_its_best_s": s.get("reference_time_to_its_best_s"),
             "time_to_reference_score_s": ttrs,
-            "team_beats_reference_to_its_best": bool(ref_t) and min(ref_t) < s["reference_time_to_its_best_s"],
             "latency_ratio_best_team_vs_reference": _ratio(min(ref_t) if ref_t else None,
                                                            s.get("reference_time_to_its_best_s"))}
 
