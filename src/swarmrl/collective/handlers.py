@@ -22,7 +22,8 @@ def take(runtime, r, a, act: Action, now: float) -> str | None:
         items = _board_next(r)
     elif (items := runtime.task.take(r.problem, ref)) is None:
         return f"error: no item or range {ref!r}"
-    r.claimed.update(items)
+    else:
+        r.claimed.update(items)
     # Taken items go to the front (e.g. recomputing a dependency before the item needing it).
     a.queue = items + [i for i in a.queue if i not in items]
     a.took = True
@@ -38,6 +39,7 @@ def _board_next(r) -> list[int]:
     a few tokens however many experts it hires, and each item costs what it costs alone.
     """
     free = [i for i in range(1, r.problem.num_items + 1) if i not in r.claimed]
+    r.claimed.update(free[:1])  # dealt: claimed by the agent it goes to
     return free[:1]
 
 
@@ -78,7 +80,6 @@ def submit(runtime, r, a, act: Action, now: float) -> str | None:
     r.claimed.add(item)  # submitted (decided, right or wrong): never dealt from the board
     if a.board and not a.queue:  # the board deals the next free item
         a.queue = _board_next(r)
-        r.claimed.update(a.queue)
     if not r.scenario.submits(a.role):
         # Not the answer: a proposal for the roles downstream (graded only for diagnostics).
         r.outputs.setdefault(a.name, {})[item] = answer.strip()
