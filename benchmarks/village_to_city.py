@@ -32,19 +32,21 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=4096, help="model.max_context_tokens for the evaluation")
     ap.add_argument("--turns", type=int, default=24, help="sampler.max_turns_per_agent for the evaluation")
     ap.add_argument("--out", default="benchmarks/village_to_city.json")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a further config override, e.g. workflow.manager_hires=8 (experts may hire: a hierarchy)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     res = scale(args.run, team_sizes=[int(x) for x in args.team_sizes.split(",")],
                 time_limits_s=[float(x) for x in args.time_limits.split(",")], problems=args.problems,
                 items=args.items, overrides=[f"model.max_context_tokens={args.context}",
-                                             f"sampler.max_turns_per_agent={args.turns}"])
+                                             f"sampler.max_turns_per_agent={args.turns}"] + args.set)
     wall = time.perf_counter() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     keys = ("score_mean", "useful_work", "team_size_mean", "messages_per_rollout", "critical_steps",
             "idle_agents_per_rollout", "total_tokens_per_rollout")
     rows = [{"team_size": r["team_size"], "time_limit_s": r["time_limit_s"], **{k: r.get(k) for k in keys}}
             for r in res.rows]
-    out = {"run": str(args.run), "items": args.items, "problems": args.problems, "wall_s": wall,
+    out = {"run": str(args.run), "overrides": args.set, "items": args.items, "problems": args.problems, "wall_s": wall,
            "peak_rss_mb": peak_mb, "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=2))
     print(f"wall {wall:.0f} s, peak RSS {peak_mb:.0f} MB -> {args.out}")

@@ -76,11 +76,18 @@ def test_bad_type_names_the_key(override, fragment):
     ("eval.max_team_size=5", "eval.max_team_size must be >= workflow.max_experts + 1 = 9"),
     ("task.items_per_problem=703", "task.items_per_problem must be in [1, 702]"),
     ("task.items_per_problem=0", "task.items_per_problem must be in [1, 702]"),
+    ("workflow.manager_hires=-1", "workflow.manager_hires must be >= 0"),
 ])
 def test_bad_value_is_rejected(override, fragment):
     with pytest.raises(ConfigError) as e:
         load_config(None, [override])
     assert fragment in str(e.value)
+
+
+def test_manager_hires_needs_the_org():
+    assert load_config(None, ["workflow.manager_hires=4"]).workflow.manager_hires == 4
+    with pytest.raises(ConfigError, match="workflow.manager_hires=4 needs workflow.name=org"):
+        load_config(None, ["workflow.name=voting", "workflow.manager_hires=4"])
 
 
 def test_team_size_bound_follows_the_evaluation_cap():

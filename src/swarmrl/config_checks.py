@@ -133,6 +133,10 @@ def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
         (0.0 <= t.dependency_rate <= 1.0, f"task.dependency_rate must be in [0, 1], got {t.dependency_rate}"),
         (0.0 <= t.board_demo_rate <= 1.0, f"task.board_demo_rate must be in [0, 1], got {t.board_demo_rate}"),
         (0 <= w.max_experts <= 8, f"workflow.max_experts must be in [0, 8], got {w.max_experts}"),
+        (w.manager_hires >= 0, f"workflow.manager_hires must be >= 0, got {w.manager_hires}"),
+        (w.manager_hires == 0 or w.name == "org",
+         f"workflow.manager_hires={w.manager_hires} needs workflow.name=org (the only workflow that hires), "
+         f"got {w.name!r}"),
         (0.0 <= cfg.rl.smaller_caps_fraction <= 1.0,
          f"rl.smaller_caps_fraction must be in [0, 1], got {cfg.rl.smaller_caps_fraction}"),
         (cfg.eval.max_team_size >= w.max_experts + 1,

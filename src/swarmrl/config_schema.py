@@ -82,6 +82,11 @@ class WorkflowConfig:
     statement (the task's `variant` hook: reordered items, a paraphrase, a decomposition hint);
     agents join groups in turn as they are created (the CEO or the first agent in group 0, which
     sees the problem as written). The reward stays collective. 1 = no groups."""
+    manager_hires: int = 0
+    """org: hires each expert may make of its own (a hierarchy: the CEO hires managers, who hire;
+    the whole team stays within the cap). 0 = only the CEO hires (RLCR). For teams larger than
+    one hiring turn can staff on the clock (village to city: `benchmarks/scripted_ceilings.py
+    --hierarchy`)."""
     max_hires_per_rollout: int = 16
     """Most hires the CEO may make in one rollout, re-hires after a fire included: `max_experts`
     caps the experts active at once, this caps churn (fire and hire in a loop), which would

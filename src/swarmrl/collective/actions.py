@@ -154,7 +154,10 @@ class _OpenBody:
     body_start: int
 
 
-def parse_reply(text: str, max_actions: int = 32, max_body_chars: int = 2000,
+DEFAULT_MAX_ACTIONS = 32  # actions one reply may carry (more is an error, and parsing stops)
+
+
+def parse_reply(text: str, max_actions: int = DEFAULT_MAX_ACTIONS, max_body_chars: int = 2000,
                 max_errors: int = 16) -> ParseResult:
     """Actions in reply order and error lines; never raises on any string."""
     if not isinstance(text, str):

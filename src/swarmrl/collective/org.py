@@ -1,7 +1,9 @@
 """The org: a CEO who hires and fires experts (RLCR: "a CEO can hire and fire up to 8").
 
 The team size is a decision the policy learns, so the org only enforces the rules:
-only the CEO hires and fires, at most `max_experts` experts are active at once, at most
+only the CEO hires (unless `manager_hires` lets every expert hire that many of its own: a
+hierarchy, for teams larger than one hiring turn can staff) and only the CEO fires, at most
+`max_experts` experts are active at once, in the whole tree, at most
 `max_hires` hires in all (re-hires after a fire included: without it, a fire/hire loop
 makes a new agent, with its own context, every two actions), and names
 are never reused (a fired expert-2 stays fired, and the next hire is expert-3, so
@@ -26,6 +28,7 @@ class Org:
     # Roles a hire may ask for. RLCR has one ("expert"); names are "<role>-<n>".
     roles: tuple[str, ...] = ("expert",)
     max_hires: int | None = None  # hires per rollout, re-hires included (None: no cap)
+    manager_hires: int = 0  # hires each expert may make (0: only the CEO hires)
     # State below is not a constructor argument: an org always starts with the CEO alone.
     fired: set[str] = field(default_factory=set, init=False)
     hired_total: int = field(default=0, init=False)
@@ -33,17 +36,24 @@ class Org:
     rejected_hires: int = field(default=0, init=False)  # hires refused because max_hires was reached
     _experts: dict[str, str] = field(default_factory=dict, init=False)  # name -> role, hire order
     _next_index: dict[str, int] = field(default_factory=dict, init=False)  # role -> last number used
+    _boss: dict[str, str] = field(default_factory=dict, init=False)  # hire -> who hired it
 
     def __post_init__(self) -> None:
         bad = [r for r in self.roles if not _ROLE_RE.fullmatch(r)]
-        if bad or self.max_experts < 0 or (self.max_hires is not None and self.max_hires < 0):
+        if (bad or self.max_experts < 0 or (self.max_hires is not None and self.max_hires < 0)
+                or self.manager_hires < 0):
             raise ValueError(f"bad org settings: roles {bad}, max_experts {self.max_experts}, "
-                             f"max_hires {self.max_hires}")
+                             f"max_hires {self.max_hires}, manager_hires {self.manager_hires}")
 
     def hire(self, by: str, role: str = "expert") -> tuple[str | None, str | None]:
         """(new name, None), or (None, error text)."""
         if by != self.ceo:
-            return None, "error: only the CEO can hire"
+            if not self.manager_hires:
+                return None, "error: only the CEO can hire"
+            if not self.is_active(by):
+                return None, "error: only active teammates can hire"
+            if sum(b == by for b in self._boss.values()) >= self.manager_hires:
+                return None, f"error: you have made your {self.manager_hires} hires"
         if role not in self.roles:
             return None, f'error: unknown role "{role[:24]}" (roles: {", ".join(self.roles)})'
         if self.max_hires is not None and self.hired_total >= self.max_hires:
@@ -55,6 +65,7 @@ class Org:
         self._next_index[role] = n
         name = f"{role}-{n}"
         self._experts[name] = role
+        self._boss[name] = by
         self.hired_total += 1
         self.peak_size = max(self.peak_size, self.size())
         return name, None
@@ -67,6 +78,10 @@ class Org:
             return f"error: no active expert named {who[:40]}"
         self.fired.add(who)
         return None
+
+    def boss_of(self, name: str) -> str | None:
+        """Who hired `name` (the CEO, or a manager under `manager_hires`); None for the CEO."""
+        return self._boss.get(name)
 
     def is_active(self, name: str) -> bool:
         return name == self.ceo or (name in self._experts and name not in self.fired)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from swarmrl.collective.actions import Action, parse_reply, render_action
+from swarmrl.collective.actions import DEFAULT_MAX_ACTIONS, Action, parse_reply, render_action
 from swarmrl.collective.bus import MAX_MESSAGE_CHARS, MAX_MESSAGES_PER_AGENT, Message, MessageBus
 from swarmrl.collective.clock import LatencyModel
 from swarmrl.collective.grading import due_outcomes, next_outcome_due
@@ -92,7 +92,8 @@ class Runtime:
                          max_messages_per_agent=self.limits.max_messages_per_agent)
         team_cap = scenario.team_cap(cap)
         # The hire budget caps churn; an evaluation cap above it (village to city) must stay reachable.
-        org = Org(ceo="ceo", max_experts=team_cap, max_hires=max(self.limits.max_hires_per_rollout, team_cap))
+        org = Org(ceo="ceo", max_experts=team_cap, max_hires=max(self.limits.max_hires_per_rollout, team_cap),
+                  manager_hires=scenario.manager_hires)
         r = Rollout(index=index, group=group, problem=problem, time_limit=time_limit,
                     agents={}, org=org, bus=bus, scenario=scenario)
         scenario.staff(self, r, prestaffed_experts)
@@ -211,7 +212,8 @@ class Runtime:
         a.ready_at = None  # set again below if the agent keeps working
         end = req.start + self.latency.turn_duration(new_prompt, len(reply.ids))
         text = self.protocol.reply_text(reply.ids)
-        parsed = parse_reply(text)
+        # 32 actions a reply, or enough for a CEO to hire its whole cap in one turn (village to city).
+        parsed = parse_reply(text, max_actions=max(DEFAULT_MAX_ACTIONS, r.org.max_experts + 8))
         errors = list(parsed.errors)
         if reply.hit_cap:
             errors.append(f"error: turn cut at {self.limits.max_new_tokens_per_turn} tokens")

@@ -29,12 +29,13 @@ class OrgScenario(Scenario):
     hires = True
     demo_set = "org"
 
-    def __init__(self, max_experts: int = 8):
+    def __init__(self, max_experts: int = 8, manager_hires: int = 0):
         self.max_experts = max_experts
+        self.manager_hires = manager_hires  # > 0: every expert may hire this many (collective/org.py)
 
     @classmethod
     def from_config(cls, cfg) -> "OrgScenario":
-        return cls(cfg.workflow.max_experts)
+        return cls(cfg.workflow.max_experts, cfg.workflow.manager_hires)
 
     def role_types(self) -> list[str]:
         return ["ceo", "expert"]
@@ -58,14 +59,19 @@ class OrgScenario(Scenario):
                 raise ValueError(f"prestaffed_experts={prestaffed}: {err}")
 
     def header(self, r, name: str, role: str) -> str:
-        first = f"ceo max={r.org.max_experts}" if role == "ceo" else f"{name} boss=ceo"
+        first = f"ceo max={r.org.max_experts}" if role == "ceo" else f"{name} boss={r.org.boss_of(name) or 'ceo'}"
         return f"{first}\n{r.problem_text(name)}\n"
 
     def describe(self, r, name: str, role: str) -> str:
         if role != "ceo":
-            return (f"You are {name}, an expert hired by the CEO of a team of AI agents that solves one problem "
-                    "together. Do the part of the work the CEO gives you, submit or share your results, and "
-                    "stop when your part is done.")
+            boss = r.org.boss_of(name) or "ceo"
+            text = (f"You are {name}, an expert hired by {'the CEO' if boss == 'ceo' else boss} of a team of AI "
+                    f"agents that solves one problem together. Do the part of the work {boss} gives you, submit or "
+                    "share your results, and stop when your part is done.")
+            if self.manager_hires:
+                text += (f" You may hire up to {self.manager_hires} experts of your own, who start with the "
+                         "problem and your brief, while the whole team stays within the CEO's cap.")
+            return text
         cap = r.org.max_experts
         if cap == 0:
             return "You are the ceo, working alone on the problem: solve it and submit every answer yourself."
@@ -75,7 +81,9 @@ class OrgScenario(Scenario):
                 "every item is submitted before the deadline.")
 
     def actions(self, role: str) -> tuple[str, ...]:
-        return CORE_ACTIONS + ORG_ACTIONS if role == "ceo" else CORE_ACTIONS
+        if role == "ceo":
+            return CORE_ACTIONS + ORG_ACTIONS
+        return CORE_ACTIONS + ("hire",) if self.manager_hires else CORE_ACTIONS
 
     def handlers(self) -> dict:
         return {"hire": _hire, "fire": _fire, "create": _create}
@@ -90,7 +98,8 @@ class OrgScenario(Scenario):
         return per_strategy * (self.max_experts + 2)  # team sizes 1..max_experts + 1, and the max=0 block
 
     def demo_key(self) -> dict:
-        return {"max_experts": self.max_experts}
+        key = {"max_experts": self.max_experts}
+        return key | {"manager_hires": self.manager_hires} if self.manager_hires else key  # the default's hash unchanged
 
     def demonstrations(self, runtime, scripts, tokenizer, end_id: int, n: int, seed: int):
         """Every team size 0..max_experts, plus a block of solo demos told `max=0`.

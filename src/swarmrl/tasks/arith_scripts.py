@@ -32,12 +32,22 @@ class Strategy:
     share: str = "wait"  # wait: post results, wait for others' | poll: read the archive | recompute
     ceo_works: bool = False  # the CEO keeps the last block of items (on the board: takes items too)
     board: bool = False  # experts take items one at a time from the board instead of a brief
+    # A hierarchy (workflow.manager_hires > 0; board strategies only): the CEO hires this many
+    # managers, each of whom hires a near-equal share of the other experts, posts the kickoff
+    # and then works from the board. 0 = the CEO hires everyone.
+    managers: int = 0
 
     def label(self) -> str:
         if self.experts == 0:
             return "solo"
         return (f"team{self.experts}/{'board/' if self.board else ''}{self.share}"
-                f"{'/ceo-works' if self.ceo_works else ''}")
+                f"{'/ceo-works' if self.ceo_works else ''}{f'/managers{self.managers}' if self.managers else ''}")
+
+    def manager_shares(self) -> list[int]:
+        """Experts each manager hires (first managers take more): 20 experts, 4 managers -> 4 4 4 4."""
+        if self.experts <= self.managers:
+            return []
+        return [hi - lo + 1 for lo, hi in blocks(self.experts - self.managers, self.managers)]
 
 
 def sample_strategy(rng: np.random.Generator, max_experts: int, board_rate: float = 0.0) -> Strategy:
@@ -90,6 +100,8 @@ class ScriptedActor:
         if a.role == "ceo" and a.turns == 0:
             return self._ceo_first(r.problem, strat, r.org.max_experts)
         if not a.took:  # a new expert's first turn: its brief is the last line
+            if strat.board and strat.managers and a.turns == 0 and r.org.boss_of(a.name) == "ceo":
+                return self._manager_first(strat, int(a.name.rsplit("-", 1)[1]) - 1)
             if strat.board:
                 return BOARD_TAKE
             brief = next(line for line in reversed(lines) if line.startswith("@ceo: "))
@@ -101,7 +113,8 @@ class ScriptedActor:
         if k == 0:
             return f'<take item="{range_text(1, problem.num_items)}"/>'
         if strat.board:  # one post wakes every new expert (hires without a brief wait for a message)
-            return ('<hire role="expert"/>' * k + f'<post ch="general">{BOARD_CALL}</post>'
+            hires = min(strat.managers, k) if strat.managers else k
+            return ('<hire role="expert"/>' * hires + f'<post ch="general">{BOARD_CALL}</post>'
                     + (BOARD_TAKE if strat.ceo_works else "<done/>"))
         parts = blocks(problem.num_items, k + (1 if strat.ceo_works else 0))
         text = '<hire role="expert"/>' * len(parts[:k])
@@ -109,6 +122,13 @@ class ScriptedActor:
         if strat.ceo_works and len(parts) > k:
             return text + f'<take item="{range_text(*parts[k])}"/>'
         return text + "<done/>"
+
+    @staticmethod
+    def _manager_first(strat: Strategy, index: int) -> str:
+        """Manager `index` (0-based, in the CEO's hire order): its share of hires, the kickoff, then the board."""
+        shares = strat.manager_shares()
+        n = shares[index] if index < len(shares) else 0
+        return '<hire role="expert"/>' * n + (f'<post ch="general">{BOARD_CALL}</post>' if n else "") + BOARD_TAKE
 
     def _work(self, problem: ArithProblem, strat: Strategy, desk: str) -> str:
         """One item per turn: the item in hand is the observation's last line."""
