@@ -107,3 +107,17 @@ def test_scripted_hierarchies_staff_the_tree_and_solve_every_item():
 def test_manager_shares():
     assert Strategy(20, board=True, managers=3).manager_shares() == [6, 6, 5]
     assert Strategy(3, board=True, managers=3).manager_shares() == []
+
+
+def test_experts_are_told_who_hired_them_and_whether_they_may_hire():
+    rt = hier_runtime(k=4, cap=3, manager_hires=2)
+    (p,) = problems(rt, 1)
+    r = rt.new_rollout(0, 0, p, NO_DEADLINE, 3)
+    r.org.hire("ceo")
+    r.org.hire("expert-1")
+    flat = OrgScenario(3).describe(r, "expert-1", "expert")
+    assert "hired by the CEO" in flat and "work the CEO gives you" in flat and "hire" not in flat.split("CEO", 1)[1]
+    managed = rt.scenario.describe(r, "expert-2", "expert")
+    assert "hired by expert-1" in managed and "work expert-1 gives you" in managed
+    assert "You may hire up to 2 experts of your own" in managed
+    assert rt.scenario.actions("expert")[-1] == "hire" and "hire" not in OrgScenario(3).actions("expert")

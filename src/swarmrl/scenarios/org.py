@@ -65,9 +65,10 @@ class OrgScenario(Scenario):
     def describe(self, r, name: str, role: str) -> str:
         if role != "ceo":
             boss = r.org.boss_of(name) or "ceo"
-            text = (f"You are {name}, an expert hired by {'the CEO' if boss == 'ceo' else boss} of a team of AI "
-                    f"agents that solves one problem together. Do the part of the work {boss} gives you, submit or "
-                    "share your results, and stop when your part is done.")
+            boss = "the CEO" if boss == "ceo" else boss
+            text = (f"You are {name}, an expert hired by {boss} of a team of AI agents that solves one problem "
+                    f"together. Do the part of the work {boss} gives you, submit or share your results, and "
+                    "stop when your part is done.")
             if self.manager_hires:
                 text += (f" You may hire up to {self.manager_hires} experts of your own, who start with the "
                          "problem and your brief, while the whole team stays within the CEO's cap.")
