@@ -121,3 +121,15 @@ def test_experts_are_told_who_hired_them_and_whether_they_may_hire():
     assert "hired by expert-1" in managed and "work expert-1 gives you" in managed
     assert "You may hire up to 2 experts of your own" in managed
     assert rt.scenario.actions("expert")[-1] == "hire" and "hire" not in OrgScenario(3).actions("expert")
+
+
+def test_under_a_hierarchy_an_experts_header_shows_its_quota():
+    rt = hier_runtime(k=4, cap=3, manager_hires=2)
+    (p,) = problems(rt, 1)
+    r = rt.new_rollout(0, 0, p, NO_DEADLINE, 3)
+    rt.run([r], Script({("ceo", 0): '<hire role="expert">go</hire><done/>'}), seed=0)
+    assert TOK.decode(r.agents["expert-1"].ids).startswith("expert-1 boss=ceo max=2\n")
+    flat = hier_runtime(k=4, cap=3, manager_hires=0)
+    r0 = flat.new_rollout(0, 0, p, NO_DEADLINE, 3)
+    flat.run([r0], Script({("ceo", 0): '<hire role="expert">go</hire><done/>'}), seed=0)
+    assert TOK.decode(r0.agents["expert-1"].ids).startswith("expert-1 boss=ceo\n")

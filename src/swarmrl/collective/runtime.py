@@ -92,8 +92,9 @@ class Runtime:
                          max_messages_per_agent=self.limits.max_messages_per_agent)
         team_cap = scenario.team_cap(cap)
         # The hire budget caps churn; an evaluation cap above it (village to city) must stay reachable.
+        # getattr: a plugin scenario that does not subclass Scenario may lack `manager_hires`.
         org = Org(ceo="ceo", max_experts=team_cap, max_hires=max(self.limits.max_hires_per_rollout, team_cap),
-                  manager_hires=scenario.manager_hires)
+                  manager_hires=getattr(scenario, "manager_hires", 0))
         r = Rollout(index=index, group=group, problem=problem, time_limit=time_limit,
                     agents={}, org=org, bus=bus, scenario=scenario)
         scenario.staff(self, r, prestaffed_experts)

@@ -59,7 +59,10 @@ class OrgScenario(Scenario):
                 raise ValueError(f"prestaffed_experts={prestaffed}: {err}")
 
     def header(self, r, name: str, role: str) -> str:
-        first = f"ceo max={r.org.max_experts}" if role == "ceo" else f"{name} boss={r.org.boss_of(name) or 'ceo'}"
+        if role == "ceo":
+            first = f"ceo max={r.org.max_experts}"
+        else:  # under a hierarchy an expert's quota reads like the CEO's cap: one rule at every level
+            first = f"{name} boss={r.org.boss_of(name) or 'ceo'}" + (f" max={self.manager_hires}" if self.manager_hires else "")
         return f"{first}\n{r.problem_text(name)}\n"
 
     def describe(self, r, name: str, role: str) -> str:
@@ -99,8 +102,8 @@ class OrgScenario(Scenario):
         return per_strategy * (self.max_experts + 2)  # team sizes 1..max_experts + 1, and the max=0 block
 
     def demo_key(self) -> dict:
-        key = {"max_experts": self.max_experts}
-        return key | {"manager_hires": self.manager_hires} if self.manager_hires else key  # the default's hash unchanged
+        key = {"max_experts": self.max_experts}  # manager_hires only when set: flat configs share one warm start
+        return key | {"manager_hires": self.manager_hires} if self.manager_hires else key
 
     def demonstrations(self, runtime, scripts, tokenizer, end_id: int, n: int, seed: int):
         """Every team size 0..max_experts, plus a block of solo demos told `max=0`.
