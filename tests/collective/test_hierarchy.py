@@ -3,7 +3,7 @@ the CEO's cap, and the scripted hierarchies of the village-to-city ceilings."""
 
 from __future__ import annotations
 
-from runtime_helpers import END, LAT, NO_DEADLINE, TOK, encode, problems, turns_of
+from runtime_helpers import END, LAT, NO_DEADLINE, TOK, ScriptActor, problems, turns_of
 
 from swarmrl.collective.org import Org
 from swarmrl.collective.runtime import Runtime, RuntimeLimits
@@ -41,19 +41,11 @@ def hier_runtime(k: int, cap: int, manager_hires: int, **limits) -> Runtime:
     return Runtime(task, TOK, LAT, RuntimeLimits(**limits), scenario=OrgScenario(cap, manager_hires))
 
 
-class Script:
-    def __init__(self, replies: dict):
-        self.replies = replies
-
-    def act(self, requests, seed):
-        return [encode(self.replies.get((q.agent.name, q.agent.turns), "<done/>")) for q in requests]
-
-
 def test_a_managers_hires_join_with_the_manager_as_boss_and_are_briefed_by_it():
     rt = hier_runtime(k=4, cap=3, manager_hires=2)
     (p,) = problems(rt, 1)
     r = rt.new_rollout(0, 0, p, NO_DEADLINE, 3)
-    rt.run([r], Script({("ceo", 0): '<hire role="expert">hire one, take A</hire><done/>',
+    rt.run([r], ScriptActor({("ceo", 0): '<hire role="expert">hire one, take A</hire><done/>',
                         ("expert-1", 0): '<hire role="expert">take B</hire><take item="A"/>',
                         ("expert-2", 0): "<done/>"}), seed=0)
     assert r.org.boss_of("expert-2") == "expert-1"
@@ -66,7 +58,7 @@ def test_without_manager_hires_an_experts_hire_is_refused():
     rt = hier_runtime(k=4, cap=3, manager_hires=0)
     (p,) = problems(rt, 1)
     r = rt.new_rollout(0, 0, p, NO_DEADLINE, 3)
-    rt.run([r], Script({("ceo", 0): '<hire role="expert">go</hire><done/>', ("expert-1", 0): HIRE}), seed=0)
+    rt.run([r], ScriptActor({("ceo", 0): '<hire role="expert">go</hire><done/>', ("expert-1", 0): HIRE}), seed=0)
     assert r.org.size() == 2
     assert "error: only the CEO can hire" in turns_of(r, "expert-1")[1].observation
 
@@ -76,11 +68,11 @@ def test_a_ceo_may_hire_its_whole_evaluation_cap_in_one_turn():
     rt = hier_runtime(k=4, cap=40, manager_hires=0, max_hires_per_rollout=40)
     (p,) = problems(rt, 1)
     r = rt.new_rollout(0, 0, p, NO_DEADLINE, 40)
-    rt.run([r], Script({("ceo", 0): HIRE * 40 + "<done/>"}), seed=0)
+    rt.run([r], ScriptActor({("ceo", 0): HIRE * 40 + "<done/>"}), seed=0)
     assert r.org.peak_size == 41 and r.counters["invalid_actions"] == 0
     small = hier_runtime(k=4, cap=8, manager_hires=0)
     r8 = small.new_rollout(0, 0, p, NO_DEADLINE, 8)
-    small.run([r8], Script({("ceo", 0): "<wait/>" * 33}), seed=0)
+    small.run([r8], ScriptActor({("ceo", 0): "<wait/>" * 33}), seed=0)
     assert "error: too many actions (max 32)" in turns_of(r8, "ceo")[1].observation
 
 
@@ -127,9 +119,9 @@ def test_under_a_hierarchy_an_experts_header_shows_its_quota():
     rt = hier_runtime(k=4, cap=3, manager_hires=2)
     (p,) = problems(rt, 1)
     r = rt.new_rollout(0, 0, p, NO_DEADLINE, 3)
-    rt.run([r], Script({("ceo", 0): '<hire role="expert">go</hire><done/>'}), seed=0)
+    rt.run([r], ScriptActor({("ceo", 0): '<hire role="expert">go</hire><done/>'}), seed=0)
     assert TOK.decode(r.agents["expert-1"].ids).startswith("expert-1 boss=ceo max=2\n")
     flat = hier_runtime(k=4, cap=3, manager_hires=0)
     r0 = flat.new_rollout(0, 0, p, NO_DEADLINE, 3)
-    flat.run([r0], Script({("ceo", 0): '<hire role="expert">go</hire><done/>'}), seed=0)
+    flat.run([r0], ScriptActor({("ceo", 0): '<hire role="expert">go</hire><done/>'}), seed=0)
     assert TOK.decode(r0.agents["expert-1"].ids).startswith("expert-1 boss=ceo\n")
