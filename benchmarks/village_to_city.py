@@ -42,7 +42,7 @@ def main() -> None:
                                              f"sampler.max_turns_per_agent={args.turns}"] + args.set)
     wall = time.perf_counter() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    keys = ("score_mean", "useful_work", "team_size_mean", "messages_per_rollout", "critical_steps",
+    keys = ("score_mean", "useful_work", "team_size_mean", "team_hired_by_experts_per_rollout", "messages_per_rollout", "critical_steps",
             "idle_agents_per_rollout", "total_tokens_per_rollout")
     rows = [{"team_size": r["team_size"], "time_limit_s": r["time_limit_s"], **{k: r.get(k) for k in keys}}
             for r in res.rows]

@@ -8,6 +8,7 @@ from runtime_helpers import END, LAT, NO_DEADLINE, TOK, ScriptActor, problems, t
 from swarmrl.collective.org import Org
 from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.config import TaskConfig
+from swarmrl.diagnostics.collective import collective_metrics
 from swarmrl.scenarios.org import OrgScenario
 from swarmrl.tasks.arith import ArithTask
 from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy
@@ -52,6 +53,7 @@ def test_a_managers_hires_join_with_the_manager_as_boss_and_are_briefed_by_it():
     assert "expert-2 boss=expert-1" in TOK.decode(r.agents["expert-2"].ids)  # its header
     assert "@expert-1: take B" in turns_of(r, "expert-2")[0].observation
     assert r.counters["hires"] == 2 and r.counters["invalid_actions"] == 0
+    assert collective_metrics([r])["team_hired_by_experts_per_rollout"] == 1.0  # expert-1's hire, not the CEO's
 
 
 def test_without_manager_hires_an_experts_hire_is_refused():
@@ -93,6 +95,7 @@ def test_scripted_hierarchies_staff_the_tree_and_solve_every_item():
         # 17 or 16 experts over the managers, the first ones taking one more (3: 6 6 5; 4: 4 4 4 4)
         assert [bosses.count(m) for m in managers] == strat.manager_shares(), strat.label()
         assert sum(strat.manager_shares()) == 20 - strat.managers
+        assert collective_metrics([r])["team_hired_by_experts_per_rollout"] == 20 - strat.managers, strat.label()
         assert r.turns[0].generated_tokens == strat.managers + 6 + (6 if strat.ceo_works else 1) + 1, strat.label()
 
 

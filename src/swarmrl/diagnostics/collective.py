@@ -58,6 +58,7 @@ class Snapshot:
     base_team: int = 1  # agents there before any join: the CEO (1), or none in a fixed workflow (0)
     critical_steps: int = 0  # longest chain of causally dependent turns started before the limit
     idle: int = 0  # agents other than the CEO who joined by the limit and by then had sent and submitted nothing
+    hired_by_experts: int = 0  # of `hired`, those an expert hired, not the CEO (workflow.manager_hires)
 
 
     @property
@@ -134,6 +135,7 @@ def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | No
         channel_tokens=sum(tok(m.text) for m in msgs if m.kind == "channel"),
         archive_reads=len(reads), archive_messages=sum(int(e.get("returned", 0)) for e in reads),
         hired=sum(d > 0 for _, d in events), fired=sum(d < 0 for _, d in events), peak_team=peak, base_team=base,
+        hired_by_experts=sum(a.created_at <= L and r.org.boss_of(n) not in (None, r.org.ceo) for n, a in r.agents.items()),
         turns=len(turns), generated_tokens=sum(t.generated_tokens for t in turns),
         prefill_tokens=sum(t.new_prompt_tokens for t in turns), critical_steps=critical_steps(r, L),
         idle=_idle(r, msgs, L))
@@ -167,6 +169,7 @@ def snapshot_metrics(snaps: list[Snapshot]) -> dict[str, float]:
         "archive_reads_per_rollout": _mean([s.archive_reads for s in snaps]),
         "archive_messages_read_per_rollout": _mean([s.archive_messages for s in snaps]),
         "team_hired_per_rollout": _mean([s.hired for s in snaps]),
+        "team_hired_by_experts_per_rollout": _mean([s.hired_by_experts for s in snaps]),
         "team_fired_per_rollout": _mean([s.fired for s in snaps]),
         "team_active_mean": _mean([s.base_team + s.hired - s.fired for s in snaps]),
         "team_size_mean": _mean([s.peak_team for s in snaps]),
@@ -233,7 +236,7 @@ def collective_metrics(rollouts: list[Rollout], ref_limit_s: float | None = None
     for k in ("useful_work_per_min", "critical_path_s", "critical_steps", "idle_agents_per_rollout",
               "direct_message_tokens_per_rollout",
               "channel_message_tokens_per_rollout", "archive_messages_read_per_rollout",
-              "team_hired_per_rollout", "team_fired_per_rollout", "team_active_mean",
+              "team_hired_per_rollout", "team_hired_by_experts_per_rollout", "team_fired_per_rollout", "team_active_mean",
               "prefill_tokens_per_rollout", "total_tokens_per_rollout"):
         m[k] = full[k]
     m.update({k: v for k, v in full.items() if k.startswith("useful_work_by_team/")})
