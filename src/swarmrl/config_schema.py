@@ -43,8 +43,9 @@ class TaskConfig:
     """Probability that an item (after the first) uses an earlier item's result as its first operand."""
     board_demo_rate: float = 0.0
     """arith: share of the warm start's team demonstrations in which the experts take items one
-    at a time from the shared board (`<take item="next"/>`, no brief) instead of a block the CEO
-    names; the rest are briefed. 0 leaves the board out of the demonstrations."""
+    at a time from the shared board (hired with `<hire role="expert" item="next"/>`, no brief)
+    instead of a block the CEO names; the rest are briefed. 0 leaves the board out of the
+    demonstrations."""
     modulus: int = 10
     """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
     eval_seed: int = 1_000_003

@@ -3,7 +3,7 @@ first, never one that anyone has taken or submitted, and again each time a desk 
 
 from __future__ import annotations
 
-from runtime_helpers import NO_DEADLINE, encode, make_runtime, problems, run_script, transcript, turns_of
+from runtime_helpers import LAT, NO_DEADLINE, encode, make_runtime, problems, run_script, transcript, turns_of
 
 KICKOFF = '<hire role="expert"/><hire role="expert"/><post ch="general">go</post><take item="next"/>'
 
@@ -51,6 +51,35 @@ def test_board_with_nothing_free_gives_an_empty_desk_not_an_error():
     ceo = turns_of(r, "ceo")
     assert ceo[0].errors == []
     assert desk(ceo[1])[0] == "A"  # the range stays on the desk, in order
+
+
+def test_a_hire_with_an_item_starts_on_it_one_message_latency_after_the_hiring_turn():
+    """`<hire role="expert" item="next"/>`: the hire is dealt the board's next item at the hire
+    and starts when a brief would have arrived, skipping the turn a board expert spends taking."""
+    r, _ = run_script({
+        ("ceo", 0): '<hire role="expert" item="next"/><hire role="expert" item="C-D"/><take item="next"/>',
+        ("expert-1", 0): '<submit item="A">0</submit>',  # A is on its desk: refilled from the board
+        ("expert-2", 0): "<wait/>",
+    }, k=5)
+    ceo, e1, e2 = turns_of(r, "ceo"), turns_of(r, "expert-1"), turns_of(r, "expert-2")
+    assert ceo[0].errors == []
+    assert e1[0].start == e2[0].start == ceo[0].end + LAT.message_latency_s
+    assert desk(e1[0])[0] == "A" and desk(e2[0])[0] == "C" and desk(ceo[1])[0] == "B"
+    assert desk(e1[1])[0] == "E"  # A submitted: the board deals the last free item (C, D were named)
+    assert r.counters["board_takes"] == 2 and r.counters["hires"] == 2
+    assert r.counters["direct_messages"] == 0 and r.counters["invalid_actions"] == 0
+
+
+def test_a_hire_with_a_bad_item_stands_and_waits_for_a_message():
+    r, _ = run_script({
+        ("ceo", 0): '<hire role="expert" item="Z"/><msg to="expert-1">A</msg><wait/>',
+        ("expert-1", 0): '<take item="A"/>',
+    }, k=4)
+    ceo, e1 = turns_of(r, "ceo"), turns_of(r, "expert-1")
+    assert ceo[0].errors == ["error: no item or range 'Z'"]
+    assert r.counters["hires"] == 1
+    assert e1[0].start == ceo[0].end + LAT.message_latency_s  # woken by the message, not by the hire
+    assert "@ceo: A" in e1[0].observation and "(no items left)" not in e1[0].observation
 
 
 def test_board_deals_the_same_with_and_without_causal_batching():

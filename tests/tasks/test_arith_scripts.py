@@ -56,9 +56,10 @@ def test_scripted_strategies_solve_every_item_without_a_deadline():
             assert "ceo" not in workers, strat.label()
         if strat.share != "recompute" and strat.experts > 1:
             assert r.counters["channel_posts"] > 0, strat.label()
-        if strat.board:  # one kickoff post, no briefs: the hiring turn does not grow with the team
+        if strat.board:  # no briefs, no kickoff: the hiring turn grows by one token per expert
             assert r.counters["direct_messages"] == 0, strat.label()
-            assert r.turns[0].generated_tokens == strat.experts + 6 + (6 if strat.ceo_works else 1) + 1, strat.label()  # hires, post, take or done, end
+            assert r.turns[0].generated_tokens == strat.experts + (6 if strat.ceo_works else 1) + 1, strat.label()  # hires, take or done, end
+            assert r.counters["board_takes"] == strat.experts + strat.ceo_works, strat.label()
     # the strategies differ in latency: a team of 8 beats solo
     by_label = {s.label(): r.finished_at for s, r in zip(STRATEGIES, rollouts)}
     assert by_label[Strategy(8, "recompute").label()] < by_label[Strategy(0, share="recompute").label()]

@@ -3,7 +3,8 @@
 An agent's reply is free text ("thinking", ignored) with action tags in it:
 
     <msg to="expert-2">text</msg>   <post ch="general">text</post>   <read ch="general" last="5"/>
-    <hire role="expert"/>  (or <hire role="expert">brief</hire>)     <fire who="expert-2"/>
+    <hire role="expert"/>  (or <hire role="expert">brief</hire>, <hire role="expert" item="next"/>)
+    <fire who="expert-2"/>
     <submit item="3">7</submit>     <wait/>   <done/>   <create ch="name" members="expert-1,expert-2"/>
     <verdict item="C">yes</verdict>   <assign who="worker-1" item="A-C"/>     (fixed workflows only)
 
@@ -62,7 +63,7 @@ SPECS: MappingProxyType[str, TagSpec] = MappingProxyType({
     "msg": TagSpec(required=("to",), body="required"),
     "post": TagSpec(required=("ch",), body="required"),
     "read": TagSpec(required=("ch",), optional=("last",), int_attrs=("last",)),
-    "hire": TagSpec(required=("role",), body="optional"),
+    "hire": TagSpec(required=("role",), optional=("item",), body="optional"),
     "fire": TagSpec(required=("who",)),
     "submit": TagSpec(required=("item",), body="required"),
     "take": TagSpec(required=("item",)),

@@ -24,7 +24,8 @@ TOOL_DOCS: dict[str, tuple[str, str, str]] = {
     "wait": ("<wait/>", "end your turn and sleep until a message arrives", "<wait/>"),
     "done": ("<done/>", "stop for good: you have nothing left to do", "<done/>"),
     "hire": ('<hire role="expert">brief</hire>', "hire an expert who works in parallel with you; the brief "
-             "is its first message", '<hire role="expert">Solve items C and D, then post them on general.</hire>'),
+             'is its first message; item="C-D" (or item="next", from the board) puts work on its desk, so it '
+             "starts without a brief", '<hire role="expert">Solve items C and D, then post them on general.</hire>'),
     "fire": ('<fire who="NAME"/>', "dismiss an expert (it stops at the end of its current turn)",
              '<fire who="expert-2"/>'),
     "create": ('<create ch="NAME" members="a,b"/>', "create a channel with these teammates",

@@ -21,6 +21,7 @@ ACTION_TOKENS = [
     '<read ch="', '" last="', '<fire who="', '<create ch="', '" members="', '"/>', '">',
     "expert-", "ceo", "general", ">>", '<take item="',
     '<verdict item="', "</verdict>", '<assign who="', '" item="',
+    '<hire role="expert" item="next"/>',
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from swarmrl.collective.actions import Action
+from swarmrl.collective.handlers import take
 from swarmrl.scenarios.base import CORE_ACTIONS, Scenario
 
 GENERAL = "general"  # the channel every hire joins
@@ -156,8 +157,13 @@ def _hire(runtime, r, a, act: Action, now: float) -> str | None:
     if err:
         return err
     r.counters["hires"] += 1
-    runtime.add_agent(r, name, "expert", now, ready=False)
+    hired = runtime.add_agent(r, name, "expert", now, ready=False)
     r.bus.join(GENERAL, name, now)
+    if "item" in act.attrs:  # work on its desk from the start: no brief to wait for, no turn spent taking
+        if err := take(runtime, r, hired, Action("take", {"item": act.attrs["item"]}), now):
+            return err  # the hire stands and waits for a message, like a hire without a brief
+        # The desk is the hirer's word to the hire: it arrives with a message's latency, as a brief would.
+        hired.ready_at = now + runtime.latency.message_latency_s
     if act.body:  # the optional brief travels as the first direct message (the hire stands if it is refused)
         return runtime.count_sent(r, r.bus.send_direct(a.name, name, act.body, now), "direct_messages")
     return None

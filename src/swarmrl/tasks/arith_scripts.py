@@ -3,7 +3,8 @@
 They cover every strategy the collective could choose, in comparable amounts, so that RL
 *selects* among them: solve alone or hire k = 1..8 experts; brief each expert
 with a block of items, or let the experts take items one at a time from the shared board
-(`<take item="next"/>`: no brief, so the hiring turn stays short); share results on the channel and wait for
+(`<hire role="expert" item="next"/>`: no brief, so the hiring turn stays short, and the
+hire starts on its first item); share results on the channel and wait for
 them, poll the archive for them, or take the dependency and recompute it; the CEO works
 too or only manages. None of them is "the best" by construction: which one
 pays depends on the deadline, and that is what RL must find out.
@@ -23,7 +24,7 @@ from swarmrl.policy.sampler import Sample
 from swarmrl.tasks.arith_items import ArithProblem, label, work_text
 
 BOARD_TAKE = f'<take item="{BOARD_NEXT}"/>'
-BOARD_CALL = "go"  # the CEO's kickoff post when the experts work from the board
+BOARD_HIRE = f'<hire role="expert" item="{BOARD_NEXT}"/>'  # a hire that starts on the board's next item
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Strategy:
     ceo_works: bool = False  # the CEO keeps the last block of items (on the board: takes items too)
     board: bool = False  # experts take items one at a time from the board instead of a brief
     # A hierarchy (workflow.manager_hires > 0; board strategies only): the CEO hires this many
-    # managers, each of whom hires a near-equal share of the other experts, posts the kickoff
+    # managers, each of whom hires a near-equal share of the other experts from the board
     # and then works from the board. 0 = the CEO hires everyone.
     managers: int = 0
 
@@ -99,11 +100,10 @@ class ScriptedActor:
         lines = req.observation.splitlines()[:-1]  # drop the turn cue
         if a.role == "ceo" and a.turns == 0:
             return self._ceo_first(r.problem, strat, r.org.max_experts)
-        if not a.took:  # a new expert's first turn: its brief is the last line
-            if strat.board and strat.managers and a.turns == 0 and r.org.boss_of(a.name) == "ceo":
-                return self._manager_first(strat, int(a.name.rsplit("-", 1)[1]) - 1)
-            if strat.board:
-                return BOARD_TAKE
+        if strat.board and strat.managers and a.turns == 0 and r.org.boss_of(a.name) == "ceo":
+            return self._manager_first(strat, int(a.name.rsplit("-", 1)[1]) - 1) + self._work(
+                r.problem, strat, lines[-1] if lines else "")
+        if not a.took:  # a new briefed expert's first turn: its brief is the last line
             brief = next(line for line in reversed(lines) if line.startswith("@ceo: "))
             return f'<take item="{brief[6:].strip()}"/>'
         return self._work(r.problem, strat, lines[-1] if lines else "")
@@ -112,10 +112,9 @@ class ScriptedActor:
         k = min(strat.experts, max_experts)
         if k == 0:
             return f'<take item="{range_text(1, problem.num_items)}"/>'
-        if strat.board:  # one post wakes every new expert (hires without a brief wait for a message)
+        if strat.board:  # each hire starts with the board's next item on its desk: no brief, no kickoff
             hires = min(strat.managers, k) if strat.managers else k
-            return ('<hire role="expert"/>' * hires + f'<post ch="general">{BOARD_CALL}</post>'
-                    + (BOARD_TAKE if strat.ceo_works else "<done/>"))
+            return BOARD_HIRE * hires + (BOARD_TAKE if strat.ceo_works else "<done/>")
         parts = blocks(problem.num_items, k + (1 if strat.ceo_works else 0))
         text = '<hire role="expert"/>' * len(parts[:k])
         text += "".join(f'<msg to="expert-{i + 1}">{range_text(*b)}</msg>' for i, b in enumerate(parts[:k]))
@@ -125,10 +124,10 @@ class ScriptedActor:
 
     @staticmethod
     def _manager_first(strat: Strategy, index: int) -> str:
-        """Manager `index` (0-based, in the CEO's hire order): its share of hires, the kickoff, then the board."""
+        """Manager `index` (0-based, in the CEO's hire order): its share of hires, each from the board
+        (the manager then works the item on its own desk)."""
         shares = strat.manager_shares()
-        n = shares[index] if index < len(shares) else 0
-        return '<hire role="expert"/>' * n + (f'<post ch="general">{BOARD_CALL}</post>' if n else "") + BOARD_TAKE
+        return BOARD_HIRE * (shares[index] if index < len(shares) else 0)
 
     def _work(self, problem: ArithProblem, strat: Strategy, desk: str) -> str:
         """One item per turn: the item in hand is the observation's last line."""
