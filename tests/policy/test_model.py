@@ -18,6 +18,8 @@ def test_tokenizer_round_trips_text_and_makes_actions_single_tokens():
     ids = tok.encode(text, add_special_tokens=False)
     assert tok.decode(ids) == text
     assert len(tok.encode('<hire role="expert"/>', add_special_tokens=False)) == 1
+    both = tok.encode('<hire role="expert" item="next"/><hire role="expert"/>', add_special_tokens=False)
+    assert len(both) == 2 and both[0] != both[1]  # the board hire is its own token, not a prefix split
     assert tok.convert_tokens_to_ids(END) == tok.eos_token_id
 
 
