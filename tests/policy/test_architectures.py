@@ -121,7 +121,11 @@ def test_rows_joining_and_dropping_out_decode_as_if_alone(arch, greedy, temperat
     _, policy = arch
     prompts = prompts_of_lengths([5, 23, 9, 14, 2], seed=3)  # 23 and 14 > the sliding window
     seeds = [100 + i for i in range(len(prompts))]
-    solo = [alone(policy, x, greedy, temperature, s) for x, s in zip(prompts, seeds)]
+    # Alone, the rows run to MAX_NEW whatever they emit (a random model may write the turn's end
+    # token anywhere); the stream then stops on `stop`, and each row is compared with its solo
+    # tokens cut at the same stop.
+    never = dataclasses.replace(policy, stop_id=-1)
+    solo = [alone(never, x, greedy, temperature, s) for x, s in zip(prompts, seeds)]
     stop = solo[0].ids[2]  # row 0 ends at its 3rd token, so do others that emit it: rows leave mid-batch
     pol = dataclasses.replace(policy, stop_id=stop)
     stream = HFSampler(pol, temperature=temperature).stream(MAX_NEW, greedy=greedy, admit_fraction=0.0)
