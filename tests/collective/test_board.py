@@ -3,6 +3,8 @@ first, never one that anyone has taken or submitted, and again each time a desk 
 
 from __future__ import annotations
 
+import pytest
+
 from runtime_helpers import LAT, NO_DEADLINE, encode, make_runtime, problems, run_script, transcript, turns_of
 
 KICKOFF = '<hire role="expert"/><hire role="expert"/><post ch="general">go</post><take item="next"/>'
@@ -82,15 +84,22 @@ def test_a_hire_with_a_bad_item_stands_and_waits_for_a_message():
     assert "@ceo: A" in e1[0].observation and "(no items left)" not in e1[0].observation
 
 
-def test_board_deals_the_same_with_and_without_causal_batching():
+@pytest.mark.parametrize("hire_on_board", [False, True], ids=["take", "hire-item"])
+def test_board_deals_the_same_with_and_without_causal_batching(hire_on_board):
     """Deals follow the turns' start order (the runtime applies a wave in start order), so the
-    wave loop and the one-turn-at-a-time reference give the same items to the same agents."""
+    wave loop and the one-turn-at-a-time reference give the same items to the same agents,
+    whether experts take their first item or are hired onto it."""
     think = {"expert-1": "x" * 9, "expert-2": "", "expert-3": "x" * 4}  # different turn lengths
-    script = {("ceo", 0): '<hire role="expert"/>' * 3 + '<post ch="general">go</post><done/>'}
+    if hire_on_board:
+        script = {("ceo", 0): '<hire role="expert" item="next"/>' * 3 + "<done/>"}
+    else:
+        script = {("ceo", 0): '<hire role="expert"/>' * 3 + '<post ch="general">go</post><done/>'}
+    first = 0 if hire_on_board else 1  # hired onto an item: the first turn already works on it
     for name, pad in think.items():
-        script[(name, 0)] = pad + '<take item="next"/>'
-        for turn in range(1, 4):  # submit whatever is on the desk; the board deals again
-            script[(name, turn)] = pad * turn + '<submit item="{desk}">0</submit>'
+        if not hire_on_board:
+            script[(name, 0)] = pad + '<take item="next"/>'
+        for turn in range(first, first + 3):  # submit whatever is on the desk; the board deals again
+            script[(name, turn)] = pad * (turn + 1 - first) + '<submit item="{desk}">0</submit>'
     runs = []
     for batching in (True, False):
         rt = make_runtime(batching=batching, k=8)
