@@ -74,7 +74,8 @@ class HashActor:
             elif kind == "submit":
                 text += f'<submit item="{label(rng.randint(1, k))}">{rng.randint(0, 9)}</submit>'
             elif kind == "hire":
-                text += '<hire role="expert">go</hire>' if rng.random() < 0.5 else '<hire role="expert"/>'
+                text += rng.choice(['<hire role="expert">go</hire>', '<hire role="expert"/>',
+                                    '<hire role="expert" item="next"/>'])
             elif kind == "fire":
                 text += f'<fire who="{rng.choice(NAMES[1:])}"/>'
             elif kind == "garbage":

@@ -4,6 +4,7 @@ and the tie-breaking rules that keep batched and one-turn-at-a-time schedules id
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from hypothesis import given
@@ -26,9 +27,13 @@ def test_causal_batching_reproduces_one_turn_at_a_time(salt, n, k, latency, time
 
 
 def _live_lines(observation: str) -> list[str]:
-    """Message lines delivered by the bus (not errors, archive reads or the prompt cue)."""
+    """Message lines delivered by the bus (not errors, archive reads, the desk line or the prompt cue)."""
     lines = observation.split("\n")[:-1]  # the last piece is the ">>" cue
-    return [x for x in lines if not x.startswith("error:") and not x.split(" ", 1)[0].endswith("~")]
+    return [x for x in lines if not x.startswith("error:") and not x.split(" ", 1)[0].endswith("~")
+            and not _DESK.match(x)]
+
+
+_DESK = re.compile(r"[A-Z]+:|\(no items left\)$")  # the item in hand ("C:#A+1"), from a hire onto the board
 
 
 def check_causality(r) -> int:
