@@ -7,8 +7,6 @@ rank 0 gathers (full weights, optimizer states, metrics) to a file the test read
 
 from __future__ import annotations
 
-import os
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -61,10 +59,13 @@ def one_update(sharing: str, sharding=None) -> tuple[dict, Updater, object]:
     return metrics, upd, policies
 
 
-def _worker(rank: int, world: int, port: int, cases: list[tuple[str, str]], out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+def _worker(rank: int, world: int, cases: list[tuple[str, str]], out: str) -> None:
     torch.set_num_threads(1)
+    import torch.distributed as dist
     from swarmrl.distributed.sharding import ShardedLearner
+    # A file rendezvous, not env:// on a probed free port: another process can take a probed
+    # port before rank 0 binds it (seen as a rare bind error right after a full test run).
+    dist.init_process_group("gloo", init_method=f"file://{out}/rendezvous", rank=rank, world_size=world)
     learner = None
     try:
         for strategy, sharing in cases:
@@ -79,14 +80,8 @@ def _worker(rank: int, world: int, port: int, cases: list[tuple[str, str]], out:
             learner.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def update_in_processes(cases: list[tuple[str, str]], out: Path, world: int = 2) -> dict:
     """Run every (strategy, sharing) case on `world` spawned gloo ranks -> {case: rank 0's result}."""
     import torch.multiprocessing as mp
-    mp.spawn(_worker, args=(world, free_port(), cases, str(out)), nprocs=world, join=True)
+    mp.spawn(_worker, args=(world, cases, str(out)), nprocs=world, join=True)
     return {case: torch.load(Path(out) / f"{case[0]}-{case[1]}.pt", weights_only=False) for case in cases}
