@@ -140,9 +140,11 @@ def test_team_cap_rejects_the_hire_beyond_max_experts():
     assert (r.counters["hires"], r.counters["invalid_actions"]) == (2, 1)
 
 
-def test_header_shows_the_cap_and_the_problem():
+def test_header_shows_the_problem_and_then_the_cap_right_before_the_cue():
     r, _ = run_script({("ceo", 0): '<hire role="expert">go</hire><done/>'}, max_experts=2)
     text = r.problem.text()
-    assert TOK.decode(r.agents["ceo"].ids[:len(TOK.encode(f"ceo max=2\n{text}\n"))]) == f"ceo max=2\n{text}\n"
+    assert TOK.decode(r.agents["ceo"].ids).startswith(f"ceo\n{text}\nmax=2\n>>")
+    solo, _ = run_script({("ceo", 0): "<done/>"}, max_experts=0)  # cap 0 is a word, not a digit
+    assert TOK.decode(solo.agents["ceo"].ids).startswith(f"ceo\n{solo.problem.text()}\nalone\n>>")
     e1 = r.agents["expert-1"]
     assert TOK.decode(e1.ids).startswith(f"expert-1 boss=ceo\n{text}\n@ceo: go\n>>")

@@ -21,7 +21,7 @@ def test_org_row_has_first_contexts_labels_deliveries_and_events():
     assert names[0] == "ceo" and len(names) >= 3
     for a in row["agents"]:  # header, problem, then the first observation, exactly as tokenized
         first = next(t for t in row["turns"] if t["agent"] == a["name"])
-        assert a["first_context"].startswith(("ceo max=3\n", f"{a['name']} boss=ceo\n"))
+        assert a["first_context"].startswith(("ceo\n", f"{a['name']} boss=ceo\n"))
         assert row["problem"] in a["first_context"] and a["first_context"].endswith(first["observation"])
     assert row["item_labels"]["1"] == "A" and all(s["label"] == row["item_labels"][str(s["item"])]
                                                    for s in row["submissions"])

@@ -94,3 +94,35 @@ def test_role_balanced_gives_a_verbose_role_the_same_gradient_mass():
     assert tm["generator"] / tm["aggregator"] == pytest.approx(10.0, rel=1e-3)
     rb = role_norms("shared", batch, aggregation="role_balanced")
     assert rb["generator"] / rb["aggregator"] == pytest.approx(1.0, rel=1e-3)
+
+
+def test_shared_role_norms_cost_no_extra_pass_and_leave_the_step_as_one_backward():
+    """On a diagnostic step the shared model's gradient is built role by role: each role's norm
+    is the norm of a backward over that role's sequences alone (weights from the whole
+    minibatch), and the optimizer step equals the step of one backward over everything."""
+    batch = [seq("ceo", 5, adv=1.0), seq("expert", 7, adv=-0.5, offset=3), seq("expert", 4, adv=0.8, offset=9)]
+    cfg = dataclasses.replace(RLConfig(), loss="pg", grad_clip=1e9, lr=1e-2)
+
+    def run(measure: bool):
+        torch.manual_seed(0)
+        policy = build_tiny_policy(TINY)
+        ps = PolicySet(policy, "shared", ["ceo", "expert"])
+        upd = Updater(cfg, ps, get_loss("pg"), policy.pad_id, seed=0)
+        out = upd.update(batch, step=0, measure_roles=measure)
+        return out, [p.detach().clone() for p in policy.model.parameters()], upd, policy
+
+    plain, w_plain, _, _ = run(False)
+    measured, w_measured, upd, policy = run(True)
+    for a, b in zip(w_plain, w_measured):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)  # the roles' sum, rounded differently
+    assert plain["loss"] == pytest.approx(measured["loss"], rel=1e-6)
+    torch.manual_seed(0)
+    fresh = build_tiny_policy(TINY)  # the same weights as before the step
+    upd.policies = PolicySet(fresh, "shared", ["ceo", "expert"])
+    w = upd.weights(batch)
+    for role in ("ceo", "expert"):
+        fresh.model.zero_grad(set_to_none=True)
+        sel = [i for i, s in enumerate(batch) if s.role == role]
+        upd.backward([batch[i] for i in sel], w[sel])
+        by_hand = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in fresh.model.parameters() if p.grad is not None))
+        assert measured[f"role/{role}/grad_norm"] == pytest.approx(float(by_hand), rel=1e-6)

@@ -116,7 +116,7 @@ def test_samples_keep_all_writes_every_rollout_with_first_contexts(logged_run):
     assert len(rows) == 2  # rl.problems_per_step=1 x rl.rollouts_per_problem=2
     for r in rows:
         ceo = r["agents"][0]
-        assert ceo["name"] == "ceo" and ceo["first_context"].startswith("ceo max=3\n")
+        assert ceo["name"] == "ceo" and ceo["first_context"].startswith("ceo\n") and "\nmax=3\n" in ceo["first_context"]
         assert ceo["first_context"].endswith(r["turns"][0]["observation"])
         assert r["item_labels"] == {"1": "A", "2": "B", "3": "C", "4": "D"}
 

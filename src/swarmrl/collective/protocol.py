@@ -5,7 +5,7 @@ The runtime asks its protocol for three things: the tokens an agent's context st
 the action parser reads (`reply_text`). Everything else (the clock charging new prompt tokens,
 KV reuse, the learner's masks) works on the token ids whichever protocol wrote them.
 
-- `compact`: the tiny model's terse protocol (`ceo max=8`, the problem, observations ending
+- `compact`: the tiny model's terse protocol (`ceo`, the problem, `max=8`, observations ending
   with the cue `>>`); it knows nothing else, so it needs the warm start.
 - `chat`: an instruction-tuned model's own chat template (policy/chat.py): a system message
   with the agent's role, team, tools and the task's instructions; the problem (and the first

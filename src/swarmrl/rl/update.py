@@ -12,7 +12,8 @@ the role's multiplicity.
 
 Per-role gradient norm: under `isolated` it is the norm of the role's adapter gradient,
 every step. Under `shared` the roles' gradients sum into one tensor, so on diagnostic steps
-each role gets its own backward pass first (role_grad_interval; costs one more pass).
+(role_grad_interval) the first minibatch is backpropagated role by role and the roles'
+gradients are added: no extra pass, one more gradient-sized buffer.
 
 Sharded learner (learner.strategy ddp | fsdp, `sharding`): the weights are still computed over
 the whole minibatch on every rank; only the backward is split (distributed/sharding.py), and
@@ -129,17 +130,14 @@ class Updater:
         for k, part in enumerate(parts):
             mb = [seqs[i] for i in part]
             w = self.weights(mb)  # [S_mb], over the whole minibatch (on every rank of a sharded learner)
-            if measure_roles and k == 0 and isinstance(self.policies, SharedPolicies):
-                for role in sorted({s.role for s in mb}):  # one extra backward per role
-                    self._zero()
-                    self._backward_share(mb, w, [i for i, s in enumerate(mb) if s.role == role])
-                    params = [p for g in self.optimizers["shared"].param_groups for p in g["params"]]
-                    role_norms.setdefault(role, []).append(
-                        grad_norm(params) if self.sharding is None else self.sharding.grad_norm(params))
-            self._zero()
             # Per-role statistics over every minibatch: on the first one the ratio is exactly 1
             # when the step samples on-policy, so that one alone would hide the drift.
-            for key, v in self._backward_share(mb, w, list(range(len(mb))), stats).items():
+            if measure_roles and k == 0 and isinstance(self.policies, SharedPolicies):
+                sums = self._backward_by_role(mb, w, stats, role_norms)
+            else:
+                self._zero()
+                sums = self._backward_share(mb, w, list(range(len(mb))), stats)
+            for key, v in sums.items():
                 totals[key] = totals.get(key, 0.0) + v
             self._clip_and_step(mb, len(parts), out, role_norms)
         self._zero()
@@ -164,6 +162,26 @@ class Updater:
         if self.sharding is None:
             return self.backward([mb[i] for i in sel], w[sel], stats)
         return self.sharding.backward(self, mb, w, sel, stats)
+
+    def _backward_by_role(self, mb: list[TrainSeq], w: torch.Tensor, stats: dict,
+                          role_norms: dict[str, list[float]]) -> dict[str, float]:
+        """The shared model's minibatch gradient as the sum of one backward per role, each role's
+        gradient norm appended to `role_norms` on the way, so the diagnostic costs no extra pass.
+        Holds one more gradient-sized buffer. Equals one backward over the whole minibatch up to
+        float rounding: the roles' gradients are added in a different order."""
+        params = [p for g in self.optimizers["shared"].param_groups for p in g["params"]]
+        acc: list[torch.Tensor | None] = [None] * len(params)
+        sums: dict[str, float] = {}
+        for role in sorted({s.role for s in mb}):
+            self._zero()  # set_to_none: this role's backward writes fresh tensors; acc keeps the last ones
+            for key, v in self._backward_share(mb, w, [i for i, s in enumerate(mb) if s.role == role], stats).items():
+                sums[key] = sums.get(key, 0.0) + v
+            role_norms.setdefault(role, []).append(
+                grad_norm(params) if self.sharding is None else self.sharding.grad_norm(params))
+            acc = [p.grad if a is None else (a if p.grad is None else a.add_(p.grad)) for a, p in zip(acc, params)]
+        for a, p in zip(acc, params):
+            p.grad = a
+        return sums
 
     def _clip_and_step(self, mb: list[TrainSeq], minibatches: int, out: dict, role_norms: dict) -> None:
         """Clip each slot's gradient to rl.grad_clip (its global norm: over every rank's shard under

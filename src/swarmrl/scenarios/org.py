@@ -60,11 +60,17 @@ class OrgScenario(Scenario):
                 raise ValueError(f"prestaffed_experts={prestaffed}: {err}")
 
     def header(self, r, name: str, role: str) -> str:
+        """Who the agent is, the problem, then its hiring cap on the last line, right before the
+        cue, since the cap decides the first action (hire or work). A cap of 0 is the word
+        `alone`: the tiny warm start never learned to tell the digit 0 from 8 (P(<take> first)
+        0.145 at every cap, with the cap on this line or on the first), and it reads the word
+        (0.992 alone, 0.08 at max=8). Under a hierarchy an expert's quota reads like the CEO's."""
         if role == "ceo":
-            first = f"ceo max={r.org.max_experts}"
-        else:  # under a hierarchy an expert's quota reads like the CEO's cap: one rule at every level
-            first = f"{name} boss={r.org.boss_of(name) or 'ceo'}" + (f" max={self.manager_hires}" if self.manager_hires else "")
-        return f"{first}\n{r.problem_text(name)}\n"
+            first, cap = "ceo", r.org.max_experts
+        else:
+            first, cap = f"{name} boss={r.org.boss_of(name) or 'ceo'}", self.manager_hires
+        last = ("alone\n" if cap == 0 else f"max={cap}\n") if role == "ceo" or self.manager_hires else ""
+        return f"{first}\n{r.problem_text(name)}\n{last}"
 
     def describe(self, r, name: str, role: str) -> str:
         if role != "ceo":
@@ -100,20 +106,17 @@ class OrgScenario(Scenario):
         return r.org.is_active(name)
 
     def demo_count(self, per_strategy: int) -> int:
-        return per_strategy * (self.max_experts + 2)  # team sizes 1..max_experts + 1, and the max=0 block
+        return per_strategy * (self.max_experts + 2)  # team sizes 1..max_experts + 1, and the `alone` block
 
     def demo_key(self) -> dict:
         key = {"max_experts": self.max_experts}  # manager_hires only when set: flat configs share one warm start
         return key | {"manager_hires": self.manager_hires} if self.manager_hires else key
 
     def demonstrations(self, runtime, scripts, tokenizer, end_id: int, n: int, seed: int):
-        """Every team size 0..max_experts, plus a block of solo demos told `max=0`.
-
-        Why the block: the header's cap is one character ~70 tokens before the first decision,
-        and with only the solo demos that happened to draw cap 0 (~5% of all) the warm start
-        ignored it (P(first action is <take> | max=0) = 0.09, the same as for max=8), so the
-        single agent mostly tried to hire and scored 0. Team demos show their cap too: demos
-        with max=m never hire more than m."""
+        """Every team size 0..max_experts, plus a block of solo demos told `alone` (cap 0), so
+        that the single agent is shown working alone often enough to learn the word (without the
+        block only the ~5% of solo demos that draw cap 0 would show it). Team demos show their
+        cap too: demos with max=m never hire more than m."""
         from swarmrl.seeds import rng_for
         rng = rng_for("demos", seed)
         problems = runtime.task.sample(rng, n)
