@@ -104,6 +104,14 @@ class RLConfig:
     """With `length_buckets`: a micro-batch also closes when the next (longer) sequence would make
     more than this share of its padded cells padding, so a budget that holds the whole minibatch
     does not pad every sequence to the longest. 1.0 = only `micro_batch_tokens` closes one."""
+    share_prefixes: bool = True
+    """Run each prompt prefix that several sequences of a micro-batch share (the problem every
+    agent of a rollout reads, in every rollout of a group) through the model once, the rest of
+    each sequence attending to its keys and values (rl/prefix.py); micro-batches keep such
+    sequences together. Same log-probs and gradient up to float rounding (last bits); models
+    that do not split into a body and a plain head, or have sliding-window layers, run whole
+    sequences, and so does an fsdp-sharded learner. `learner/pad_fraction` then counts the
+    prefix cells too."""
     logprob_chunk_tokens: int = 0
     """Learner log-probs over at most this many (sequence, position) pairs at a time, each
     chunk's output head and log-softmax recomputed in the backward, so no [batch, length,

@@ -27,18 +27,20 @@ OVERRIDES = ("rl.micro_batch_tokens=96", "rl.minibatches_per_step=2", "rl.grad_c
 
 def setup(sharing: str, n: int = 12):
     """(cfg, policy set, sequences): the same in every process. LoRA runs with the KL term: its
-    reference is the base model with the adapters off, one more forward per micro-batch."""
+    reference is the base model with the adapters off, one more forward per micro-batch. The
+    sequences start with one of three 18-token prompts, so micro-batches share prefixes."""
     kl = ["rl.kl_coef=0.05"] if sharing == "isolated" else []
     cfg = tiny_cfg(f"policy.sharing={sharing}", *OVERRIDES, *kl)
     policy = build_tiny_policy(cfg.model, seed=3)
     policies = make_policy_set(cfg, policy)
     g = np.random.default_rng(7)
     roles = ["ceo", "expert"]
+    problems = [g.integers(0, 200, 18).tolist() for _ in range(3)]  # prompt prefixes the learner shares
     seqs = []
     for i in range(n):
-        length = int(g.integers(6, 40))
-        prompt = int(g.integers(1, length - 1))
-        ids = g.integers(0, 200, length).tolist()
+        length = 18 + int(g.integers(6, 30))
+        prompt = 18 + int(g.integers(2, length - 19))
+        ids = problems[i % 3] + g.integers(0, 200, length - 18).tolist()
         seqs.append(TrainSeq(ids, [0] * prompt + [1] * (length - prompt), [0.0] * length, float(g.normal()),
                              roles[i % 3 == 0], i, i // 2))
     with torch.no_grad():  # behaviour log-probs: the initial policy's (on-policy), plus noise so the clip bites

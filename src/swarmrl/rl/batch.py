@@ -45,7 +45,7 @@ def collect_sequences(rollouts: list[Rollout], task=None) -> list[TrainSeq]:
 
 
 def micro_batches(seqs: list[TrainSeq], micro_batch_tokens: int, sort: bool = True,
-                  max_pad: float = 1.0) -> list[list[TrainSeq]]:
+                  max_pad: float = 1.0, lengths: list[int] | None = None) -> list[list[TrainSeq]]:
     """Split `seqs` into micro-batches of rows * longest <= micro_batch_tokens (padded tokens; a
     sequence longer than the budget gets a micro-batch of its own).
 
@@ -53,17 +53,21 @@ def micro_batches(seqs: list[TrainSeq], micro_batch_tokens: int, sort: bool = Tr
     length and padding stays small; else in the order given. `max_pad` (rl.max_pad_fraction):
     also close a micro-batch when the next sequence would make more than this share of its
     cells padding (1.0: only the token budget closes one). The loss is a weighted sum over
-    sequences, so the split changes only the order of float additions (last bits)."""
-    order = sorted(seqs, key=lambda s: len(s.ids)) if sort else list(seqs)
+    sequences, so the split changes only the order of float additions (last bits). `lengths`:
+    the length to pack each sequence by, where not len(ids) (what a shared prefix leaves,
+    rl/prefix.py)."""
+    size = {id(s): n for s, n in zip(seqs, lengths)} if lengths is not None else {id(s): len(s.ids) for s in seqs}
+    order = sorted(seqs, key=lambda s: size[id(s)]) if sort else list(seqs)
     out, cur, width, real = [], [], 0, 0
     for s in order:
-        w = max(width, len(s.ids))
+        n = size[id(s)]
+        w = max(width, n)
         cells = (len(cur) + 1) * w
-        if cur and (cells > micro_batch_tokens or 1.0 - (real + len(s.ids)) / cells > max_pad):
+        if cur and (cells > micro_batch_tokens or 1.0 - (real + n) / cells > max_pad):
             out.append(cur)
-            cur, w, real = [], len(s.ids), 0
+            cur, w, real = [], n, 0
         cur.append(s)
-        width, real = w, real + len(s.ids)
+        width, real = w, real + n
     return out + ([cur] if cur else [])
 
 
@@ -115,7 +119,7 @@ def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: b
         raise ValueError(f"temperature must be > 0 (got {temperature})")
     if chunk_tokens < 0:
         raise ValueError(f"chunk_tokens must be >= 0 (got {chunk_tokens})")
-    parts = _body_and_head(model) if chunk_tokens > 0 and ids.shape[1] > 1 else None
+    parts = body_and_head(model) if chunk_tokens > 0 and ids.shape[1] > 1 else None
     if parts is not None:
         return _chunked_logprobs(*parts, ids, attn, with_entropy, temperature, chunk_tokens)
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()  # [B, T-1, V]
@@ -136,7 +140,7 @@ def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: b
 _HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "output_multiplier_scale", "logits_scaling")
 
 
-def _body_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+def body_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module] | None:
     """(the decoder body returning last_hidden_state, the output head) of an HF causal LM, a
     PEFT wrapper of one included (LoRA layers live inside those modules, so the active or
     disabled adapter applies as in `model(...)`); None where that split is not known exact."""
@@ -170,12 +174,27 @@ def _head_logprobs(head: torch.nn.Module, h: torch.Tensor, target: torch.Tensor,
 
 def _chunked_logprobs(body, head, ids, attn, with_entropy: bool, temperature: float,
                       chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-    from torch.utils.checkpoint import checkpoint
-
     b, t = ids.shape
     hidden = body(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state[:, :-1]  # [B, T-1, H]
     h = hidden.reshape(b * (t - 1), hidden.shape[-1])  # [N, H], N = B (T-1)
-    target = ids[:, 1:].reshape(-1)  # [N]
+    p, e = head_logprobs(head, h, ids[:, 1:].reshape(-1), temperature, with_entropy, chunk_tokens)  # [N]
+    p = p.reshape(b, t - 1)  # [B, T-1]
+    logp = torch.cat([torch.zeros_like(p[:, :1]), p], dim=1)  # [B, T]
+    ent = None
+    if with_entropy:
+        e = e.reshape(b, t - 1).detach()  # [B, T-1]
+        ent = torch.cat([torch.zeros_like(e[:, :1]), e], dim=1)  # [B, T]
+    return logp, ent
+
+
+def head_logprobs(head: torch.nn.Module, h: torch.Tensor, target: torch.Tensor, temperature: float,
+                  with_entropy: bool, chunk_tokens: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """h [N, H], target [N] -> (log p_T of target [N], entropy [N] or empty): all at once, or
+    over `chunk_tokens` rows at a time, each chunk recomputed in the backward."""
+    if chunk_tokens <= 0:
+        return _head_logprobs(head, h, target, temperature, with_entropy)
+    from torch.utils.checkpoint import checkpoint
+
     recompute = torch.is_grad_enabled() and h.requires_grad
     picked, ents = [], []
     for s in range(0, h.shape[0], chunk_tokens):
@@ -183,10 +202,4 @@ def _chunked_logprobs(body, head, ids, attn, with_entropy: bool, temperature: fl
         p, e = checkpoint(_head_logprobs, *args, use_reentrant=False) if recompute else _head_logprobs(*args)
         picked.append(p)
         ents.append(e)
-    p = torch.cat(picked).reshape(b, t - 1)  # [B, T-1]
-    logp = torch.cat([torch.zeros_like(p[:, :1]), p], dim=1)  # [B, T]
-    ent = None
-    if with_entropy:
-        e = torch.cat(ents).reshape(b, t - 1).detach()  # [B, T-1]
-        ent = torch.cat([torch.zeros_like(e[:, :1]), e], dim=1)  # [B, T]
-    return logp, ent
+    return torch.cat(picked), torch.cat(ents)

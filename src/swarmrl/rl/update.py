@@ -31,6 +31,7 @@ from swarmrl.policy.device import autocast, model_device
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.rl.aggregation import sequence_weights, token_weights
 from swarmrl.rl.batch import TrainSeq, micro_batches, pad, token_logprobs
+from swarmrl.rl.prefix import SharedPrefixes, can_share, prefix_lengths, shared_logprobs
 from swarmrl.seeds import rng_for
 
 
@@ -79,23 +80,30 @@ class Updater:
                 continue
             with self.policies.model_for(slot) as model:
                 device = model_device(model)
+                cut = self._shares(mine, model)  # None: whole sequences
+                cut_of = {id(s): c for s, c in zip(mine, cut or [])}
+                prefixes = ref_prefixes = None
+                if cut is not None:
+                    prefixes = self._prefixes(model, mine, cut)
+                    sums["pad_cells"] += prefixes.cells["cells"]
+                    sums["pad_real"] += prefixes.cells["real"]
+                    if self.cfg.kl_coef > 0:
+                        with torch.no_grad(), self.policies.reference(slot) as ref_model:
+                            ref_prefixes = self._prefixes(ref_model, mine, cut)
+                lengths = [len(s.ids) - c for s, c in zip(mine, cut)] if cut is not None else None
                 for micro in micro_batches(mine, self.cfg.micro_batch_tokens, sort=self.cfg.length_buckets,
-                                           max_pad=self.cfg.max_pad_fraction if self.cfg.length_buckets else 1.0):
+                                           max_pad=self.cfg.max_pad_fraction if self.cfg.length_buckets else 1.0,
+                                           lengths=lengths):
+                    mcut = [cut_of[id(s)] for s in micro] if cut is not None else None
                     t = pad(micro, self.pad_id, device)
-                    sums["pad_cells"] += t["ids"].numel()  # learner/pad_fraction: padded cells vs tokens
-                    sums["pad_real"] += sum(len(s.ids) for s in micro)
-                    with autocast(device, self.mixed_precision):
-                        logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=stats is not None,
-                                                   temperature=self.temperature,
-                                                   chunk_tokens=self.cfg.logprob_chunk_tokens)  # [B, T]
+                    logp, ent, cells = self._logprobs(model, micro, mcut, prefixes, t, stats is not None)  # [B, T]
+                    sums["pad_cells"] += cells["cells"]  # learner/pad_fraction: computed cells vs tokens
+                    sums["pad_real"] += cells["real"]
                     weights = token_weights(t["mask"], torch.tensor([wmap[id(s)] for s in micro], device=device))  # [B, T]
                     loss, m = self.loss_fn(logp, t["old_logp"], t["adv"], weights, clip_eps=self.cfg.clip_eps)
                     if self.cfg.kl_coef > 0:
-                        with torch.no_grad(), self.policies.reference(slot) as ref_model, \
-                                autocast(device, self.mixed_precision):
-                            ref, _ = token_logprobs(ref_model, t["ids"], t["attn"], with_entropy=False,
-                                                    temperature=self.temperature,
-                                                    chunk_tokens=self.cfg.logprob_chunk_tokens)
+                        with torch.no_grad(), self.policies.reference(slot) as ref_model:
+                            ref, _, _ = self._logprobs(ref_model, micro, mcut, ref_prefixes, t, False)
                         kl = torch.exp(ref - logp) - (ref - logp) - 1.0  # [B, T] k3, always >= 0
                         loss = loss + self.cfg.kl_coef * (kl * weights).sum()
                     loss.backward()
@@ -108,7 +116,36 @@ class Updater:
                         stats.update(merge_sums(stats, role_token_sums(
                             logp.detach(), t["old_logp"], ent, t["mask"], [s.role for s in micro], role_eps,
                             adv=t["adv"], clip_eps_high=self.cfg.clip_eps_high, dual_clip=self.cfg.dual_clip)))
+                if prefixes is not None:
+                    prefixes.backward()  # the micro-batches' gradient on the prefixes' keys/values
         return sums
+
+    def _shares(self, seqs: list[TrainSeq], model) -> list[int] | None:
+        """Each sequence's shared prefix length (rl/prefix.py), or None: no sharing here. Not
+        under fsdp: its root module gathers the embedding only in the whole model's forward,
+        and the prefixes run the decoder body alone."""
+        fsdp = self.sharding is not None and self.sharding.strategy == "fsdp"
+        if fsdp or not (self.cfg.share_prefixes and can_share(model)):
+            return None
+        cut = prefix_lengths(seqs)
+        return cut if any(cut) else None
+
+    def _logprobs(self, model, micro: list[TrainSeq], cut: list[int] | None, prefixes, t: dict, with_entropy: bool):
+        """(log-probs [B, T], entropy [B, T] or None, {"cells", "real"}) of the padded micro-batch
+        `t` under `model`; where `cut` names shared prefixes, their keys/values from `prefixes`."""
+        device = model_device(model)
+        with autocast(device, self.mixed_precision):
+            if cut is not None and any(cut):
+                return shared_logprobs(model, micro, cut, prefixes, self.pad_id, device, with_entropy,
+                                       temperature=self.temperature, chunk_tokens=self.cfg.logprob_chunk_tokens)
+            logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=with_entropy, temperature=self.temperature,
+                                       chunk_tokens=self.cfg.logprob_chunk_tokens)
+        return logp, ent, {"cells": float(t["ids"].numel()), "real": float(sum(len(s.ids) for s in micro))}
+
+    def _prefixes(self, model, seqs: list[TrainSeq], cut: list[int]) -> SharedPrefixes:
+        device = model_device(model)
+        with autocast(device, self.mixed_precision):
+            return SharedPrefixes(model, seqs, cut, self.pad_id, device, self.cfg.micro_batch_tokens)
 
     def update(self, seqs: list[TrainSeq], step: int, measure_roles: bool) -> dict[str, float]:
         """`minibatches_per_step` optimizer updates over the step's sequences.
