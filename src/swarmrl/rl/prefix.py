@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from swarmrl.policy.kvcache import attention_layout
 from swarmrl.rl.batch import TrainSeq, body_and_head, head_logprobs
 
 MIN_SHARED = 16  # a shorter common prefix is not worth the bookkeeping
@@ -67,7 +68,6 @@ def _common(a: list[int], b: list[int], cap: int) -> int:
 def can_share(model) -> bool:
     """The model splits into a decoder body and a plain output head (see `body_and_head`), and
     every layer attends to the whole past (a sliding window's cache would cut the prefix)."""
-    from swarmrl.policy.kvcache import attention_layout
     try:
         return body_and_head(model) is not None and attention_layout(model) == "full"
     except Exception:  # not attention layers at all: the plain forward
