@@ -111,3 +111,6 @@ def test_an_update_with_shared_prefixes_equals_the_plain_update():
     for a, b in zip(params[True], params[False]):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
     assert out[True]["learner/pad_fraction"] != out[False]["learner/pad_fraction"]  # other cells were computed
+    # Without sharing every token of every sequence runs once; with it the prefixes run once each.
+    assert out[False]["learner/tokens_run_fraction"] == 1.0
+    assert out[True]["learner/tokens_run_fraction"] < 0.6

@@ -70,7 +70,7 @@ class Updater:
         Returns {"loss": the summed (weighted) loss, "tokens": tokens with weight > 0, and for
         each loss metric its token-count-weighted sum}: `pool_metrics` turns sums into means.
         Tensors are made on each slot's model device; the forwards run under `mixed_precision`."""
-        sums: dict[str, float] = {"loss": 0.0, "tokens": 0.0, "pad_cells": 0.0, "pad_real": 0.0}
+        sums: dict[str, float] = {"loss": 0.0, "tokens": 0.0, "pad_cells": 0.0, "pad_real": 0.0, "seq_tokens": 0.0}
         wmap = {id(s): float(x) for s, x in zip(seqs, w)}
         # A loss that never clips must not show clipped tokens per role either.
         role_eps = self.cfg.clip_eps if getattr(self.loss_fn, "clips", True) else None
@@ -80,6 +80,7 @@ class Updater:
                 continue
             with self.policies.model_for(slot) as model:
                 device = model_device(model)
+                sums["seq_tokens"] += float(sum(len(s.ids) for s in mine))
                 cut = self._shares(mine, model)  # None: whole sequences
                 cut_of = {id(s): c for s, c in zip(mine, cut or [])}
                 prefixes = ref_prefixes = None
@@ -250,8 +251,10 @@ def pool_metrics(totals: dict[str, float], minibatches: int) -> dict[str, float]
     if not totals:
         return {}
     n = max(totals["tokens"], 1.0)
-    out = {k: v / n for k, v in totals.items() if k not in ("loss", "tokens", "pad_cells", "pad_real")}
+    out = {k: v / n for k, v in totals.items() if k not in ("loss", "tokens", "pad_cells", "pad_real", "seq_tokens")}
     out["loss"] = totals["loss"] / max(minibatches, 1)
     if totals.get("pad_cells"):  # share of the padded micro-batch cells that held no token
         out["learner/pad_fraction"] = 1.0 - totals["pad_real"] / totals["pad_cells"]
+    if totals.get("seq_tokens"):  # below 1 where shared prompt prefixes ran once for many sequences
+        out["learner/tokens_run_fraction"] = totals["pad_real"] / totals["seq_tokens"]
     return out
