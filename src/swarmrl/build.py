@@ -159,12 +159,14 @@ def rollout_parts(cfg: Config, policy: Policy) -> tuple[Runtime, PolicySet]:
     return runtime, make_policy_set(cfg, policy)
 
 
-def new_rollouts(runtime: Runtime, problems, per_problem: int, time_limit: float,
+def new_rollouts(runtime: Runtime, problems, per_problem: int, time_limit: float | list[float],
                  caps: list[int] | None = None) -> list[Rollout]:
     """`per_problem` rollouts of each problem (one group each) under the runtime's scenario;
-    `caps`: the expert cap per problem (default: the scenario's)."""
+    `time_limit`: one deadline for all, or one per problem; `caps`: the expert cap per problem
+    (default: the scenario's)."""
     caps = caps or [None] * len(problems)
-    return [runtime.new_rollout(g * per_problem + j, g, p, time_limit, caps[g])
+    limits = time_limit if isinstance(time_limit, list) else [time_limit] * len(problems)
+    return [runtime.new_rollout(g * per_problem + j, g, p, limits[g], caps[g])
             for g, p in enumerate(problems) for j in range(per_problem)]
 
 
@@ -179,6 +181,16 @@ def step_caps(cfg: Config, step: int) -> list[int]:
     choices = smaller_caps(cfg) or list(range(top))
     small = rng_for("caps", cfg.seed, step).integers(0, len(choices), size=k)
     return [top] * (n - k) + [choices[int(i)] for i in small]
+
+
+def cap_time_limits(cfg: Config, caps: list[int], time_limit: float) -> list[float]:
+    """Each problem's curriculum deadline (s) given its cap: `time_limit` for all, or under
+    `rl.smaller_caps_equal_time` scaled by (full cap + 1) / (cap + 1), the full team's
+    agent-seconds for every group."""
+    if not (cfg.rl.smaller_caps_equal_time and cfg.rl.smaller_caps_fraction):
+        return [time_limit] * len(caps)
+    top = max_experts_for(cfg)
+    return [time_limit * (top + 1) / (c + 1) for c in caps]
 
 
 def smaller_caps(cfg: Config) -> list[int]:

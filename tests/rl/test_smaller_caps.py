@@ -10,7 +10,7 @@ import pytest
 from swarmrl.build import check_plugins
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.build import step_caps
+from swarmrl.build import cap_time_limits, step_caps
 from swarmrl.rl.trainer import Trainer
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_test.yaml"  # max_experts 3
@@ -33,6 +33,23 @@ def test_a_step_runs_capped_groups_and_keeps_them_out_of_the_collective_metrics(
     assert m["capped/cap_mean"] == caps[1]
     assert m["capped/score_mean"] == pytest.approx(np.mean([r.score for r in rollouts if r.group == 1]))
     assert m["score_mean"] == pytest.approx(np.mean([r.score for r in rollouts if r.group == 0]))
+
+
+def test_equal_time_gives_each_capped_group_the_full_teams_agent_seconds():
+    # max_experts 3: a full team of 4. Cap 0 (one agent) gets 4x the deadline, cap 1 2x, cap 3 1x.
+    on = load_config(TINY, ["rl.smaller_caps_fraction=0.5", "rl.smaller_caps_equal_time=true"])
+    assert cap_time_limits(on, [3, 0, 1], 2.0) == [2.0, 8.0, 4.0]
+    off = load_config(TINY, ["rl.smaller_caps_fraction=0.5"])
+    assert cap_time_limits(off, [3, 0, 1], 2.0) == [2.0, 2.0, 2.0]
+    inert = load_config(TINY, ["rl.smaller_caps_equal_time=true"])  # fraction 0: every group full
+    assert cap_time_limits(inert, [3, 3], 2.0) == [2.0, 2.0]
+    # The step's rollouts carry their group's deadline.
+    cfg = load_config(TINY, ["rl.problems_per_step=2", "rl.smaller_caps_fraction=0.5",
+                             "rl.smaller_caps_equal_time=true", "rl.smaller_caps=0,0"])
+    trainer = Trainer(cfg, build_tiny_policy(cfg.model))
+    rollouts, _ = trainer.step_rollouts(0)
+    limits = {r.group: r.time_limit for r in rollouts}
+    assert limits[1] == pytest.approx(4 * limits[0]) and limits[0] == trainer.deadline(0)
 
 
 def test_bad_fraction_is_a_clear_error():

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from swarmrl.build import RunParts, build_run, new_rollouts, step_caps
+from swarmrl.build import RunParts, build_run, cap_time_limits, new_rollouts, step_caps
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
@@ -154,7 +154,11 @@ class Trainer:
         cfg = self.cfg
         problems = self.task.sample(rng_for("problems", cfg.seed, step), cfg.rl.problems_per_step)
         caps = step_caps(cfg, step) if self.scenario.hires else None
-        return (new_rollouts(self.runtime, problems, cfg.rl.rollouts_per_problem, self.deadline(step), caps),
+        limits = self.deadline(step)
+        if caps is not None:  # smaller teams may get more time (rl.smaller_caps_equal_time)
+            curriculum = time_limit_at(cfg.time_limit, step)
+            limits = [deadline_s(cfg.shaping, t) for t in cap_time_limits(cfg, caps, curriculum)]
+        return (new_rollouts(self.runtime, problems, cfg.rl.rollouts_per_problem, limits, caps),
                 seed_for("step_sampling", cfg.seed, step))
 
     def close(self) -> None:
