@@ -32,8 +32,9 @@ from dist_helpers import REPO, TINY, timeless
 SPREAD = f"rl.advantage={REPO / 'tests' / 'distributed' / 'spread_advantage.py'}:spread"
 ARGS = [str(TINY), SPREAD, "eval.val_interval=0", "run.progress=false", "run.threads=1",
         "distributed.rollout_workers=2", "rl.steps=2"]
-# The padding of each rank's own micro-batches: not a training quantity (differs by design).
-DROP = ("learner/pad_fraction",)
+# The padding of each rank's own micro-batches and the prompt prefixes its share has in common
+# (fsdp shares none): not training quantities (they differ by design).
+DROP = ("learner/pad_fraction", "learner/tokens_run_fraction")
 
 
 def torchrun(args: list[str], log: Path) -> None:
