@@ -70,7 +70,7 @@ class Updater:
         Returns {"loss": the summed (weighted) loss, "tokens": tokens with weight > 0, and for
         each loss metric its token-count-weighted sum}: `pool_metrics` turns sums into means.
         Tensors are made on each slot's model device; the forwards run under `mixed_precision`."""
-        sums: dict[str, float] = {"loss": 0.0, "tokens": 0.0, "pad_cells": 0.0, "pad_real": 0.0, "seq_tokens": 0.0}
+        sums: dict[str, float] = dict.fromkeys(_COUNTS, 0.0)
         wmap = {id(s): float(x) for s, x in zip(seqs, w)}
         # A loss that never clips must not show clipped tokens per role either.
         role_eps = self.cfg.clip_eps if getattr(self.loss_fn, "clips", True) else None
@@ -245,13 +245,16 @@ class Updater:
         return {slot: opt.state_dict() for slot, opt in self.optimizers.items()}
 
 
+_COUNTS = ("loss", "tokens", "pad_cells", "pad_real", "seq_tokens")  # sums of `backward` that are not token-mean metrics
+
+
 def pool_metrics(totals: dict[str, float], minibatches: int) -> dict[str, float]:
     """Step metrics from the sums of `Updater.backward` over all minibatches: the loss averaged
     over minibatches, every other metric divided by the token count (a plain token mean)."""
     if not totals:
         return {}
     n = max(totals["tokens"], 1.0)
-    out = {k: v / n for k, v in totals.items() if k not in ("loss", "tokens", "pad_cells", "pad_real", "seq_tokens")}
+    out = {k: v / n for k, v in totals.items() if k not in _COUNTS}
     out["loss"] = totals["loss"] / max(minibatches, 1)
     if totals.get("pad_cells"):  # share of the padded micro-batch cells that held no token
         out["learner/pad_fraction"] = 1.0 - totals["pad_real"] / totals["pad_cells"]
