@@ -125,7 +125,7 @@ def _team_vs_single(rows: list[dict], s: dict, tight: float, loose: float) -> di
             "items_ratio_best_team_vs_single_at_tight": _ratio(teams.get(best_k), single),
             "time_to_single_agent_score_s": ttss,
             "single_agent_best_score": s.get("single_agent_best_score"),
-            # Told max=0, a checkpoint that never scores has forgotten how to work alone (RL ran
+            # Told `alone`, a checkpoint that never scores has forgotten how to work alone (RL ran
             # at max_experts only); every comparison with "its" single agent is then vacuous.
             "single_degenerate": s.get("single_agent_best_score") == 0,
             "items_single_at_loose": score_at(rows, 1, loose, "useful_work") if 1 in sizes else None,

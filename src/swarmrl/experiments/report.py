@@ -113,11 +113,11 @@ def _check_lines(cfg: Config, checks: dict, tight: float, w: int) -> list[str]:
              + f" (best: {_f(tl.get('latency_ratio_best_team_vs_reference'), 'n/a')}x)",
              checks["check_team_reaches_reference_best_at_0.4x"]]]
     return [md_table(["check", "measured", "holds"], rows + _other_single_rows(checks)), "",
-            "Team size 1 is the trained checkpoint playing alone (header `max=0`); the perfect scripted single agent "
+            "Team size 1 is the trained checkpoint playing alone (header `alone`); the perfect scripted single agent "
             "is the warm start's solo demonstrator (never wrong, fewest tokens) on the same problems and clock.\n"] + [
-        f"**{arm}'s own single agent is degenerate**: told `max=0` it scores 0 at every limit (it tries to "
+        f"**{arm}'s own single agent is degenerate**: told `alone` it scores 0 at every limit (it tries to "
         f"hire: RL ran with the CEO allowed {cfg.workflow.max_experts} experts, and the shared policy's hiring "
-        "carried over to `max=0`; see `rl.smaller_caps_fraction`). Comparisons with its own single agent are "
+        "carried over to `alone`; see `rl.smaller_caps_fraction`). Comparisons with its own single agent are "
         "vacuous; read the other single agents.\n"
         for arm, a in checks["arms"].items() if arm != WARM and a.get("single_degenerate")]
 

@@ -121,8 +121,8 @@ def scripted_solo_rows(cfg: Config, policy: Policy, spec: ScaleSpec) -> list[dic
     """A perfect single agent on the same problems, limits and latency model: the task's scripted
     solo demonstrator (never wrong, fewest tokens), run through the same runtime.
 
-    Why: a policy's own team-size-1 play can be weak or degenerate (an earlier demo warm start
-    ignored `max=0` and tried to hire, scoring 0), which would make any team look good. The best
+    Why: a policy's own team-size-1 play can be weak or degenerate (a checkpoint that hires when
+    its header says `alone` scores 0), which would make any team look good. The best
     a single agent of this action format could do is the comparison that cannot be gamed.
     """
     spec = check_spec(cfg, spec)
