@@ -178,10 +178,16 @@ class SamplerConfig:
     """Keep each agent's KV cache between its turns so that its next prompt runs only the new
     tokens (continuous batching only). Costs memory: every agent's context of the rollouts in
     flight stays cached."""
+    share_prompts: bool = True
+    """Keep the KV cache of each prompt the sampler prefills, so that a later prompt starting with
+    the same tokens (at least 16: the same header and problem in another rollout of the group)
+    runs only its remainder (`hf` engine; policy/prompt_pool.py). Logits equal a full prefill's
+    up to float rounding. Costs memory within one rollout batch, under `kv_cache_mb`."""
     kv_cache_mb: float = 1024.0
-    """Cap, in MiB, on the saved per-agent KV caches kept between turns (`prefix_cache`). Over
-    the cap, finished agents' caches are dropped first, then the least recently used; a dropped
-    agent's next prompt is prefilled in full (same tokens, more compute). 0 = no cap."""
+    """Cap, in MiB, on the KV caches kept between turns: saved per-agent caches (`prefix_cache`)
+    and shared prompts (`share_prompts`). Over the cap, shared prompts go first, then finished
+    agents' caches, then the least recently used; a dropped cache's prompt is prefilled in full
+    (same tokens up to float rounding, more compute). 0 = no cap."""
 
 
 @dataclass

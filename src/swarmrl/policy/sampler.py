@@ -20,12 +20,14 @@ import inspect
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
 
 from swarmrl.policy.kvcache import attention_layout, crop_left, length_buckets, stack_left_padded
 from swarmrl.policy.model import Policy
+from swarmrl.policy.prompt_pool import PromptPool
 
 
 @dataclass
@@ -74,13 +76,14 @@ class HFSampler:
         self.prefill_overhead_tokens = prefill_overhead_tokens
 
     def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False,
-               admit_fraction: float = 0.5, kv_cache_mb: float = 0.0) -> "DecodeStream":
-        """`kv_cache_mb`: cap on the saved per-agent prefixes (DecodeStream), 0 = no cap."""
+               admit_fraction: float = 0.5, kv_cache_mb: float = 0.0, share_prompts: bool = True) -> "DecodeStream":
+        """`kv_cache_mb`: cap on the saved prefixes (DecodeStream), 0 = no cap. `share_prompts`:
+        prompts that start like one prefilled before run only their remainder (prompt_pool.py)."""
         settings = DecodeSettings(max_new_tokens=max_new_tokens, temperature=self.temperature, greedy=greedy,
                                   end_id=self.policy.end_id, pad_id=self.policy.pad_id,
                                   max_batch_sequences=self.max_batch_sequences,
                                   prefill_overhead_tokens=self.prefill_overhead_tokens, admit_fraction=admit_fraction)
-        return DecodeStream(self.policy.model, settings, seed, kv_cache_mb)
+        return DecodeStream(self.policy.model, settings, seed, kv_cache_mb, share_prompts)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
@@ -127,6 +130,14 @@ class Row:
     lps: list[float] = field(default_factory=list)  # behaviour log-prob of each token
 
 
+class Past(NamedTuple):
+    """Keys/values a row's prompt starts with: its agent's previous turn, or a pooled prompt."""
+
+    tokens: list[int]
+    kv: list  # per layer (keys, values) [kv_heads, len(tokens), head_dim]
+    pooled: bool  # from the PromptPool (another row's prompt), not the agent's own turn
+
+
 class DecodeStream:
     """Continuous batching over one KV cache: `add` queues a prompt, `step` admits queued prompts
     (bucketed prefill, stacked into the running cache), samples one token for every row, and
@@ -138,14 +149,18 @@ class DecodeStream:
     so admitting every few rows would spend the time saved on call overhead.
 
     Saved prefixes (`add(..., key=agent)`): a finished turn's keys/values wait for the agent's
-    next prompt. They are held in at most `kv_cache_mb` MiB (0 = no cap; the running batch's
-    own cache is not counted): `finished(key)` drops an agent's prefix at once (it will never
-    be read again), and over the cap the least recently saved go first. A dropped prefix only
-    costs compute: the agent's next prompt is prefilled in full, and its sampled tokens do not
-    change (each row draws from its own generator).
+    next prompt. Shared prompts (`share_prompts`, prompt_pool.py): the keys/values of prompts
+    prefilled here wait for prompts that start the same way; a prompt that shares its first
+    MIN_SHARED tokens with an earlier one of the same admission waits one prefill call for it.
+    Both are held in at most `kv_cache_mb` MiB together (0 = no cap; the running batch's own
+    cache is not counted): `finished(key)` drops an agent's prefix at once (it will never be
+    read again); over the cap pooled prompts go first, then the least recently saved prefixes.
+    A dropped prefix only costs compute: the prompt is prefilled in full, and its sampled
+    tokens do not change beyond float rounding (each row draws from its own generator).
     """
 
-    def __init__(self, model: torch.nn.Module, settings: DecodeSettings, seed: int, kv_cache_mb: float = 0.0):
+    def __init__(self, model: torch.nn.Module, settings: DecodeSettings, seed: int, kv_cache_mb: float = 0.0,
+                 share_prompts: bool = True):
         self.model, self.settings = model, settings
         # 'full' or 'sliding' (sliding-window layers: a saved prefix is continued one row per
         # prefill, see kvcache.attention_layout); refuses layers that are not attention.
@@ -163,7 +178,10 @@ class DecodeStream:
         # key -> (tokens, [(k, v)] per layer), least recently saved first
         self.prefix: OrderedDict[object, tuple[list[int], list]] = OrderedDict()
         self.prefix_bytes: dict[object, int] = {}
-        self.cached_bytes = self.peak_cached_bytes = 0  # bytes of saved prefixes: now / most held so far
+        # prompts other rows may extend; per-column layouts only (see kvcache.attention_layout)
+        self.pool = PromptPool() if share_prompts and self.layout == "full" else None
+        self.cached_bytes = 0  # bytes of saved per-agent prefixes
+        self.peak_cached_bytes = 0  # most bytes held at once, saved prefixes and pooled prompts
         self.cap_bytes = math.ceil(kv_cache_mb * 2**20)  # 0 = no cap; any positive cap is >= 1 byte
         self.ended: set = set()  # keys of agents that take no further turn
         self.evicted = 0  # prefixes dropped by the cap (for diagnostics and tests)
@@ -258,16 +276,39 @@ class DecodeStream:
         if lead > 0 and crop_left(self.cache, lead):
             self.attn = self.attn[:, lead:]
 
-    def _parts(self, batch: list[Row], bucketed: bool) -> list[list[tuple[Row, list[int], tuple | None]]]:
-        """`batch` as prefill parts of (row, new tokens, saved prefix or None): rows without a
-        usable saved prefix first, then those that extend one, each in length buckets."""
-        fresh, cont = [], []
+    def _parts(self, batch: list[Row], bucketed: bool):
+        """`batch` as prefill parts of (row, new tokens, Past or None), yielded one at a time so
+        that the pool holds each part's prompts before the next is planned. First wave: every
+        row but those that share their first MIN_SHARED tokens with an earlier row of this
+        batch; second wave: those, which now extend that row's pooled prompt."""
+        first, wait, leaders = [], [], set()
         for row in batch:
-            saved = self._drop_prefix(row.key) if self.stackable else None
-            if saved is not None and len(saved[0]) < len(row.prompt) and row.prompt[:len(saved[0])] == saved[0]:
-                cont.append((row, row.prompt[len(saved[0]):], saved))
-            else:
-                fresh.append((row, row.prompt, None))
+            past = self._past(row)
+            lead = PromptPool.lead(row.adapter, row.prompt) if past is None and self.pool is not None else None
+            if lead is not None and lead in leaders:
+                wait.append(row)
+                continue
+            leaders.add(lead)
+            first.append((row, past))
+        yield from self._bucketed(first, bucketed)
+        if wait:
+            yield from self._bucketed([(row, self._past(row)) for row in wait], bucketed)
+
+    def _past(self, row: Row) -> Past | None:
+        """What the row's prompt may extend: its agent's saved turn (taken out of the store), else
+        the longest pooled prompt it starts with."""
+        if not self.stackable:
+            return None
+        saved = self._drop_prefix(row.key)
+        if saved is not None and len(saved[0]) < len(row.prompt) and row.prompt[:len(saved[0])] == saved[0]:
+            return Past(*saved, pooled=False)
+        hit = self.pool.longest(row.adapter, row.prompt) if self.pool is not None else None
+        return None if hit is None else Past(*hit, pooled=True)
+
+    def _bucketed(self, items: list[tuple[Row, Past | None]], bucketed: bool) -> list[list[tuple]]:
+        """Rows without a past first, then those that extend one, each in length buckets."""
+        fresh = [(row, row.prompt, None) for row, past in items if past is None]
+        cont = [(row, row.prompt[len(past.tokens):], past) for row, past in items if past is not None]
         parts = []
         for group in (fresh, cont):
             lengths = [len(x) for _, x, _ in group]
@@ -288,6 +329,7 @@ class DecodeStream:
         caches, logits, masks, rows, next_pos = [], [], [], [], []
         for part in self._parts(batch, bucketed):
             cache, logit, mask, pos = self._prefill_part(part)
+            self._pool_prompts(part, cache, mask)
             caches.append(cache)
             logits.append(logit)
             masks.append(mask)
@@ -300,7 +342,7 @@ class DecodeStream:
             next_pos.insert(0, self.next_pos)
         stacked = stack_left_padded(caches, self.settings.max_new_tokens)
         if stacked is None:  # sliding-window or static layers cannot be stacked: one padded bucket
-            self.stackable = False
+            self.stackable, self.pool = False, None
             if len(caches) > 1:
                 return self._admit(batch, bucketed=False)
         width = max(m.shape[1] for m in masks)
@@ -350,7 +392,29 @@ class DecodeStream:
         self.prefix[key] = (row.prompt + row.toks[:-1], kv)
         self.prefix_bytes[key] = sum(k.nbytes + v.nbytes for k, v in kv)
         self.cached_bytes += self.prefix_bytes[key]
-        while self.cap_bytes and self.cached_bytes > self.cap_bytes:  # least recently saved first
+        self._fit_cap()
+
+    def _pool_prompts(self, part: list, cache: DynamicCache, mask: torch.Tensor) -> None:
+        """Pool the prompts of a prefilled part that other rows may start with: those prefilled
+        in full or on a pooled prompt (an agent's own later turns are its alone)."""
+        if self.pool is None:
+            return
+        for r, (row, _, past) in enumerate(part):
+            if (past is None or past.pooled) and not self.pool.covers(row.adapter, row.prompt):
+                cols = mask[r].nonzero().squeeze(-1)  # [len(prompt)] the row's real columns
+                self.pool.add(row.adapter, row.prompt, [(layer.keys[r][:, cols], layer.values[r][:, cols])
+                                                        for layer in cache.layers])
+        self._fit_cap()
+
+    def _fit_cap(self) -> None:
+        """Over `kv_cache_mb`: pooled prompts go first (least recently used), then saved
+        prefixes (least recently saved)."""
+        pooled = lambda: self.pool.bytes if self.pool is not None else 0  # noqa: E731
+        while self.cap_bytes and self.cached_bytes + pooled() > self.cap_bytes:
+            if self.pool is not None and self.pool.evict():
+                continue
+            if not self.prefix:
+                break
             self._drop_prefix(next(iter(self.prefix)))
             self.evicted += 1
-        self.peak_cached_bytes = max(self.peak_cached_bytes, self.cached_bytes)
+        self.peak_cached_bytes = max(self.peak_cached_bytes, self.cached_bytes + pooled())

@@ -60,7 +60,8 @@ def warmstart_key(cfg: Config) -> str:
         "demo_set": scenario.demo_set, **scenario.demo_key(),
         **({"groups": cfg.workflow.groups} if cfg.workflow.groups != 1 else {}),  # groups see variants in demos too
         "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
-        "sampler": cfg.sampler.__dict__,
+        # share_prompts changes only how much the sampler computes, never a demonstration
+        "sampler": {k: v for k, v in cfg.sampler.__dict__.items() if k != "share_prompts"},
         "code": [inspect.getsource(m) for m in _DEMO_CODE] + [inspect.getsource(f) for f in (demonstrations, supervised)],
         "version": 3,
     }
