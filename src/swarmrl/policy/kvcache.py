@@ -4,6 +4,7 @@ A wave of agent turns is a ragged batch: 80-token expert prompts next to 260-tok
 prompts, 1-token `<wait/>` replies next to 60-token hiring turns. These helpers keep the
 cost of such a batch close to the tokens it really holds:
   - `length_buckets`: prefill in buckets of similar length instead of padding all to the longest;
+  - `prefill_parts`: an admission as prefill calls, fresh prompts apart from continuations;
   - `stack_left_padded`: stack the buckets' caches into one left-padded batch for decoding;
   - `ReservedLayer`: keys/values in a buffer with room for the whole turn, so each decode step
     writes one column in place (transformers' DynamicLayer copies the whole cache per token);
@@ -162,3 +163,22 @@ def crop_left(cache: DynamicCache, n: int) -> bool:
     for layer in cache.layers:
         layer.crop_left(n)
     return True
+
+
+def prefill_parts(items: list[tuple], overhead_tokens: int | None, sliding: bool) -> list[list[tuple]]:
+    """Rows (row, past or None) as prefill parts of (row, new tokens, past): rows without a past
+    first, then those that extend one, each in `length_buckets` (one part each when
+    `overhead_tokens` is None). Under a sliding window a row extending a past is a part alone:
+    the window is counted in columns, and a batched continuation has holes in its row."""
+    fresh = [(row, row.prompt, None) for row, past in items if past is None]
+    cont = [(row, row.prompt[len(past.tokens):], past) for row, past in items if past is not None]
+    parts = []
+    for group in (fresh, cont):
+        if not group:
+            continue
+        buckets = (length_buckets([len(x) for _, x, _ in group], overhead_tokens) if overhead_tokens is not None
+                   else [list(range(len(group)))])
+        if group is cont and sliding:
+            buckets = [[i] for b in buckets for i in b]
+        parts += [[group[i] for i in b] for b in buckets]
+    return parts

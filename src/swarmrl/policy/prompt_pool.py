@@ -16,10 +16,19 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 MIN_SHARED = 16  # a shorter common prefix saves less than the bookkeeping costs
+
+
+class Past(NamedTuple):
+    """Keys/values a row's prompt starts with: its agent's previous turn, or a pooled prompt."""
+
+    tokens: list[int]
+    kv: list  # per layer (keys, values) [kv_heads, len(tokens), head_dim]
+    pooled: bool  # from the PromptPool (another row's prompt), not the agent's own turn
 
 
 @dataclass

@@ -20,14 +20,13 @@ import inspect
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
 
-from swarmrl.policy.kvcache import attention_layout, crop_left, length_buckets, stack_left_padded
+from swarmrl.policy.kvcache import attention_layout, crop_left, prefill_parts, stack_left_padded
 from swarmrl.policy.model import Policy
-from swarmrl.policy.prompt_pool import PromptPool
+from swarmrl.policy.prompt_pool import Past, PromptPool
 
 
 @dataclass
@@ -128,14 +127,6 @@ class Row:
     generator: torch.Generator | None  # its own sampling noise (row seed); None: the stream's
     toks: list[int] = field(default_factory=list)  # generated so far
     lps: list[float] = field(default_factory=list)  # behaviour log-prob of each token
-
-
-class Past(NamedTuple):
-    """Keys/values a row's prompt starts with: its agent's previous turn, or a pooled prompt."""
-
-    tokens: list[int]
-    kv: list  # per layer (keys, values) [kv_heads, len(tokens), head_dim]
-    pooled: bool  # from the PromptPool (another row's prompt), not the agent's own turn
 
 
 class DecodeStream:
@@ -290,9 +281,10 @@ class DecodeStream:
                 continue
             leaders.add(lead)
             first.append((row, past))
-        yield from self._bucketed(first, bucketed)
+        sliding, overhead = self.layout == "sliding", self.settings.prefill_overhead_tokens
+        yield from prefill_parts(first, overhead if bucketed else None, sliding)
         if wait:
-            yield from self._bucketed([(row, self._past(row)) for row in wait], bucketed)
+            yield from prefill_parts([(row, self._past(row)) for row in wait], overhead if bucketed else None, sliding)
 
     def _past(self, row: Row) -> Past | None:
         """What the row's prompt may extend: its agent's saved turn (taken out of the store), else
@@ -304,20 +296,6 @@ class DecodeStream:
             return Past(*saved, pooled=False)
         hit = self.pool.longest(row.adapter, row.prompt) if self.pool is not None else None
         return None if hit is None else Past(*hit, pooled=True)
-
-    def _bucketed(self, items: list[tuple[Row, Past | None]], bucketed: bool) -> list[list[tuple]]:
-        """Rows without a past first, then those that extend one, each in length buckets."""
-        fresh = [(row, row.prompt, None) for row, past in items if past is None]
-        cont = [(row, row.prompt[len(past.tokens):], past) for row, past in items if past is not None]
-        parts = []
-        for group in (fresh, cont):
-            lengths = [len(x) for _, x, _ in group]
-            buckets = (length_buckets(lengths, self.settings.prefill_overhead_tokens) if bucketed and group
-                       else [list(range(len(group)))] if group else [])
-            if group is cont and self.layout == "sliding":  # no holes in a row: its window is in columns
-                buckets = [[i] for b in buckets for i in b]
-            parts += [[group[i] for i in b] for b in buckets]
-        return parts
 
     def _admit(self, batch: list[Row], bucketed: bool = True) -> None:
         """Prefill `batch` in length buckets and stack it under the running rows (left padding).
