@@ -55,8 +55,9 @@ def test_override_without_equals_is_an_error():
     ("rl.steps=true", "rl.steps: expected an integer"),  # bools are not ints here
     ("run.progress=1", "run.progress: expected true/false"),
     ("policy.sharing=both", "policy.sharing: 'both' is not one of ['shared', 'isolated', 'isolated_full']"),
-    ("task.name=3", "task.name: expected a string"),
-    ("model.name_or_path=3", "model.name_or_path: expected a string"),
+    ("task.name=true", "task.name: expected a string"),
+    ("model.name_or_path=1.5", "model.name_or_path: expected a string"),
+    ("rl.smaller_caps=[0]", "rl.smaller_caps: expected a string"),
 ])
 def test_bad_type_names_the_key(override, fragment):
     with pytest.raises(ConfigError) as e:
@@ -329,3 +330,9 @@ def test_file_plugin_specs_are_saved_absolute(tmp_path, monkeypatch):
     cfg = load_config(None, ["task.name=plugins/x.py:T", "rl.advantage=my_pkg.adv:fn", "workflow.name=/abs/w.py:W"])
     assert cfg.task.name == f"{tmp_path.resolve()}/plugins/x.py:T"
     assert cfg.rl.advantage == "my_pkg.adv:fn" and cfg.workflow.name == "/abs/w.py:W"
+
+
+def test_an_integer_is_read_as_its_digits_where_a_string_is_expected():
+    cfg = load_config(None, ["rl.smaller_caps=0", "rl.smaller_caps_fraction=0.25"])
+    assert cfg.rl.smaller_caps == "0"  # one cap; `0,1` already parsed as a string
+    assert load_config(None, ["rl.smaller_caps=0,1"]).rl.smaller_caps == "0,1"

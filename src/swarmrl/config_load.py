@@ -65,7 +65,7 @@ def resolve_config(name: str | None) -> Path | None:
 
 
 def _coerce(path: str, value: Any, typ: Any) -> Any:
-    """Check one leaf value against its annotated type; ints are accepted for floats."""
+    """Check one leaf value against its annotated type; ints are accepted for floats and strings."""
     origin = typing.get_origin(typ)
     if origin is Literal:
         if value not in typing.get_args(typ):
@@ -91,6 +91,9 @@ def _coerce(path: str, value: Any, typ: Any) -> Any:
             raise ConfigError(f"{path}: expected an integer, got {value!r}")
         return value
     if typ is str:
+        # YAML reads `rl.smaller_caps=0` (a one-item list) as an integer: an integer is its digits
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
         if not isinstance(value, str):
             raise ConfigError(f"{path}: expected a string, got {value!r}")
         return value
