@@ -184,13 +184,14 @@ def step_caps(cfg: Config, step: int) -> list[int]:
 
 
 def cap_time_limits(cfg: Config, caps: list[int], time_limit: float) -> list[float]:
-    """Each problem's curriculum deadline (s) given its cap: `time_limit` for all, or under
-    `rl.smaller_caps_equal_time` scaled by (full cap + 1) / (cap + 1), the full team's
-    agent-seconds for every group."""
-    if not (cfg.rl.smaller_caps_equal_time and cfg.rl.smaller_caps_fraction):
+    """Each problem's curriculum deadline (s) given its cap: `time_limit` scaled by
+    ((full cap + 1) / (cap + 1)) ** `rl.smaller_caps_time_exponent` (1: the full team's
+    agent-seconds for every group; 0: the same deadline for all)."""
+    power = cfg.rl.smaller_caps_time_exponent
+    if not (power and cfg.rl.smaller_caps_fraction):
         return [time_limit] * len(caps)
     top = max_experts_for(cfg)
-    return [time_limit * (top + 1) / (c + 1) for c in caps]
+    return [time_limit * ((top + 1) / (c + 1)) ** power for c in caps]
 
 
 def smaller_caps(cfg: Config) -> list[int]:

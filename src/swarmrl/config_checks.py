@@ -139,6 +139,9 @@ def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
          f"got {w.name!r}"),
         (0.0 <= cfg.rl.smaller_caps_fraction <= 1.0,
          f"rl.smaller_caps_fraction must be in [0, 1], got {cfg.rl.smaller_caps_fraction}"),
+        (0.0 <= cfg.rl.smaller_caps_time_exponent <= 1.0,
+         f"rl.smaller_caps_time_exponent must be in [0, 1] (1: equal agent-seconds), got "
+         f"{cfg.rl.smaller_caps_time_exponent}"),
         (cfg.eval.max_team_size >= w.max_experts + 1,
          f"eval.max_team_size must be >= workflow.max_experts + 1 = {w.max_experts + 1} (the evaluation cap is "
          f"at least the training cap), got {cfg.eval.max_team_size}"),

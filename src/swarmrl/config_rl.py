@@ -88,13 +88,14 @@ class RLConfig:
     """Comma-separated caps the smaller-cap groups draw from, uniformly (e.g. `0,1,3`: teams of
     1, 2 and 4); empty = every cap 0..max_experts-1. Fewer values give each more groups. Inert
     while `smaller_caps_fraction` is 0."""
-    smaller_caps_equal_time: bool = False
+    smaller_caps_time_exponent: float = 0.0
     """Under `shaping.mode=time_limit`, a smaller-cap group's deadline is the step's times
-    (max_experts + 1) / (its cap + 1): every group gets the full team's agent-seconds (a team of
-    4 under a 5.5 s deadline gets 12.4 s, a single agent 49.5 s), so a small team is scored on
-    the whole problem rather than its first items. Off by default: on the demo it did not keep
-    the single agent at the warm start's level past the trained limits (0.06-0.11 below it at
-    12-20 s, as without it; README, small teams). Inert while `smaller_caps_fraction` is 0."""
+    ((max_experts + 1) / (its cap + 1)) ** this. 0: the same deadline for every group. 1: every
+    group gets the full team's agent-seconds (a team of 4 under a 5.5 s deadline gets 12.4 s, a
+    single agent 49.5 s), so a small team is scored on the whole problem rather than its first
+    items. 0.5: halfway on a log scale (a single agent 16.5 s, a team of 4 8.25 s). 1 did not
+    keep the demo's single agent at the warm start's level past the trained limits (0.06-0.11
+    below it at 12-20 s; README, small teams). Inert while `smaller_caps_fraction` is 0."""
     lr: float = 3e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0

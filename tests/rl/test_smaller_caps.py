@@ -37,15 +37,18 @@ def test_a_step_runs_capped_groups_and_keeps_them_out_of_the_collective_metrics(
 
 def test_equal_time_gives_each_capped_group_the_full_teams_agent_seconds():
     # max_experts 3: a full team of 4. Cap 0 (one agent) gets 4x the deadline, cap 1 2x, cap 3 1x.
-    on = load_config(TINY, ["rl.smaller_caps_fraction=0.5", "rl.smaller_caps_equal_time=true"])
+    on = load_config(TINY, ["rl.smaller_caps_fraction=0.5", "rl.smaller_caps_time_exponent=1"])
     assert cap_time_limits(on, [3, 0, 1], 2.0) == [2.0, 8.0, 4.0]
+    # exponent 0.5: the square root of the agent-seconds ratio (4 -> 2x, 2 -> sqrt 2 x)
+    half = load_config(TINY, ["rl.smaller_caps_fraction=0.5", "rl.smaller_caps_time_exponent=0.5"])
+    assert cap_time_limits(half, [3, 0, 1], 2.0) == pytest.approx([2.0, 4.0, 2.0 * 2 ** 0.5], rel=1e-12)
     off = load_config(TINY, ["rl.smaller_caps_fraction=0.5"])
     assert cap_time_limits(off, [3, 0, 1], 2.0) == [2.0, 2.0, 2.0]
-    inert = load_config(TINY, ["rl.smaller_caps_equal_time=true"])  # fraction 0: every group full
+    inert = load_config(TINY, ["rl.smaller_caps_time_exponent=1"])  # fraction 0: every group full
     assert cap_time_limits(inert, [3, 3], 2.0) == [2.0, 2.0]
     # The step's rollouts carry their group's deadline.
     cfg = load_config(TINY, ["rl.problems_per_step=2", "rl.smaller_caps_fraction=0.5",
-                             "rl.smaller_caps_equal_time=true", "rl.smaller_caps=0,0"])
+                             "rl.smaller_caps_time_exponent=1", "rl.smaller_caps=0,0"])
     trainer = Trainer(cfg, build_tiny_policy(cfg.model))
     rollouts, _ = trainer.step_rollouts(0)
     limits = {r.group: r.time_limit for r in rollouts}
@@ -55,6 +58,8 @@ def test_equal_time_gives_each_capped_group_the_full_teams_agent_seconds():
 def test_bad_fraction_is_a_clear_error():
     with pytest.raises(ConfigError, match="smaller_caps_fraction must be in"):
         load_config(TINY, ["rl.smaller_caps_fraction=1.5"])
+    with pytest.raises(ConfigError, match=r"smaller_caps_time_exponent must be in \[0, 1\]"):
+        load_config(TINY, ["rl.smaller_caps_time_exponent=2"])
     # A scenario without hiring has no cap to make smaller: refused before anything is built.
     with pytest.raises(ConfigError, match=r"needs a scenario that hires \(workflow.name=org\)"):
         check_plugins(load_config(TINY, ["rl.smaller_caps_fraction=0.5", "workflow.name=voting"]))

@@ -155,7 +155,7 @@ class Trainer:
         problems = self.task.sample(rng_for("problems", cfg.seed, step), cfg.rl.problems_per_step)
         caps = step_caps(cfg, step) if self.scenario.hires else None
         limits = self.deadline(step)
-        if caps is not None:  # smaller teams may get more time (rl.smaller_caps_equal_time)
+        if caps is not None:  # smaller teams may get more time (rl.smaller_caps_time_exponent)
             curriculum = time_limit_at(cfg.time_limit, step)
             limits = [deadline_s(cfg.shaping, t) for t in cap_time_limits(cfg, caps, curriculum)]
         return (new_rollouts(self.runtime, problems, cfg.rl.rollouts_per_problem, limits, caps),
