@@ -8,7 +8,7 @@ import pytest
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.policy.warmstart import demonstrations, warm_start
+from swarmrl.policy.warmstart import demonstrations, warm_start, warmstart_key
 
 
 def test_demos_respect_the_header_cap_and_include_a_max0_solo_block():
@@ -40,3 +40,12 @@ def test_warm_start_refuses_what_it_cannot_demonstrate_before_building_anything(
     if cfg.task.name != "arith":
         assert "model.name_or_path=" in str(e.value) and "--init" in str(e.value)  # what to use instead
     assert not (tmp_path / "cache").exists()
+
+
+def test_the_cache_key_follows_what_changes_the_demonstrations_only():
+    base = load_config("configs/tiny_test.yaml")
+    key = warmstart_key(base)
+    # how much the sampler computes changes no demonstration: the cached warm start stays valid
+    assert warmstart_key(load_config("configs/tiny_test.yaml", ["sampler.share_prompts=false"])) == key
+    assert warmstart_key(load_config("configs/tiny_test.yaml", ["warmstart.epochs=2"])) != key
+    assert warmstart_key(load_config("configs/tiny_test.yaml", ["sampler.max_new_tokens_per_turn=32"])) != key
