@@ -88,6 +88,10 @@ class RLConfig:
     """Comma-separated caps the smaller-cap groups draw from, uniformly (e.g. `0,1,3`: teams of
     1, 2 and 4); empty = every cap 0..max_experts-1. Fewer values give each more groups. Inert
     while `smaller_caps_fraction` is 0."""
+    smaller_caps_kl_scale: float = 1.0
+    """The KL term's coefficient on the sequences of smaller-cap groups is `kl_coef` times this:
+    above 1, the small teams stay closer to the initial policy than the full team, which may
+    then move further (a lower `kl_coef`). Inert while `kl_coef` or `smaller_caps_fraction` is 0."""
     smaller_caps_time_exponent: float = 0.0
     """Under `shaping.mode=time_limit`, a smaller-cap group's deadline is the step's times
     ((max_experts + 1) / (its cap + 1)) ** this. 0: the same deadline for every group. 1: every

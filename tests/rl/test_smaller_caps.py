@@ -86,3 +86,52 @@ def test_fraction_zero_turns_the_caps_off_whatever_smaller_caps_says():
 def test_bad_smaller_caps_fail_before_anything_is_built(override, match):
     with pytest.raises(ConfigError, match=match):
         check_plugins(load_config(TINY, override))
+
+
+def test_kl_scale_multiplies_the_kl_term_of_the_capped_groups_sequences():
+    import dataclasses
+    import torch
+    from swarmrl.config import ModelConfig, RLConfig
+    from swarmrl.policy.sharing import PolicySet
+    from swarmrl.rl.batch import TrainSeq
+    from swarmrl.rl.losses import get_loss
+    from swarmrl.rl.update import Updater
+    torch.manual_seed(0)
+    policy = build_tiny_policy(ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
+                                           intermediate_size=64))
+    ps = PolicySet(policy, "shared", ["x"])
+    with ps.reference("shared"):  # the KL reference: the weights before the nudge below
+        pass
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    g = torch.Generator().manual_seed(1)
+
+    def seqs(scale):
+        out = []
+        for i in range(4):
+            ids = torch.randint(0, 250, (12,), generator=g).tolist()
+            out.append(TrainSeq(ids, [0] * 6 + [1] * 6, [-5.0] * 12, 1.0 - i / 2, "x", i, kl_scale=scale))
+        return out
+
+    losses = {}
+    for coef, scale in ((0.0, 1.0), (0.5, 1.0), (0.5, 3.0)):
+        g.manual_seed(1)  # the same sequences each time
+        cfg = dataclasses.replace(RLConfig(), loss="ppo_clip", kl_coef=coef, lr=0.0, share_prefixes=False)
+        losses[coef, scale] = Updater(cfg, ps, get_loss("ppo_clip"), policy.pad_id, seed=0).update(
+            seqs(scale), step=0, measure_roles=False)["loss"]
+    kl = losses[0.5, 1.0] - losses[0.0, 1.0]  # kl_coef x the weighted KL: positive once the weights moved
+    assert kl > 1e-4
+    assert losses[0.5, 3.0] - losses[0.0, 1.0] == pytest.approx(3 * kl, rel=1e-4)
+
+
+def test_the_trainer_gives_capped_groups_the_kl_scale():
+    cfg = load_config(TINY, ["rl.problems_per_step=2", "rl.smaller_caps_fraction=0.5", "rl.smaller_caps_kl_scale=4"])
+    trainer = Trainer(cfg, build_tiny_policy(cfg.model))
+    trained = []
+    update = trainer.updater.update
+    trainer.updater.update = lambda seqs, *a, **k: trained.extend(seqs) or update(seqs, *a, **k)
+    _, rollouts = trainer.step()
+    capped = {r.index for r in rollouts if r.org.max_experts < 3}
+    scales = {(s.rollout in capped, s.kl_scale) for s in trained}
+    assert scales == {(True, 4.0), (False, 1.0)}  # both kinds trained, each with its scale

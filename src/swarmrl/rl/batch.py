@@ -27,6 +27,7 @@ class TrainSeq:
     multiplicity: int = 1  # agents of this role in its rollout that generated tokens
     contribution: float = 0.0  # the agent's verified contribution (rl/credit.py), for `contribution`
     leave_one_out: float = 0.0  # the agent's difference reward (rl/credit.py), for `leave_one_out`
+    kl_scale: float = 1.0  # multiplies rl.kl_coef on this sequence (rl.smaller_caps_kl_scale)
 
 
 def collect_sequences(rollouts: list[Rollout], task=None) -> list[TrainSeq]:

@@ -138,8 +138,10 @@ class Trainer:
         per_seq = {k: torch.tensor([getattr(s, k) for s in seqs]) for k in ("contribution", "leave_one_out")}  # [S]
         advantages, kept, adv_metrics = compute_advantages(self.advantage_fn, self.cfg.rl, rewards, groups,
                                                            rollout_ids, roles, per_seq)  # [S], [S]
+        capped = {r.index for r in usable if r.org.max_experts != self.full_cap}
         for s, a in zip(seqs, advantages.tolist()):
             s.advantage = a
+            s.kl_scale = self.cfg.rl.smaller_caps_kl_scale if s.rollout in capped else 1.0
         diagnostics = credit_metrics(usable, seqs, self.task)  # every agent's sequence, dropped groups too
         return ([s for s, k in zip(seqs, kept.tolist()) if k], score_of,
                 {**shaping_metrics, **adv_metrics, **diagnostics})

@@ -106,7 +106,8 @@ class Updater:
                         with torch.no_grad(), self.policies.reference(slot) as ref_model:
                             ref, _, _ = self._logprobs(ref_model, micro, mcut, ref_prefixes, t, False)
                         kl = torch.exp(ref - logp) - (ref - logp) - 1.0  # [B, T] k3, always >= 0
-                        loss = loss + self.cfg.kl_coef * (kl * weights).sum()
+                        scale = torch.tensor([s.kl_scale for s in micro], device=device).unsqueeze(-1)  # [B, 1]
+                        loss = loss + self.cfg.kl_coef * (kl * weights * scale).sum()
                     loss.backward()
                     n = float((weights > 0).sum())  # the tokens the loss metrics are means over
                     sums["loss"] += float(loss.detach())
