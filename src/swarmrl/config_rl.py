@@ -91,7 +91,9 @@ class RLConfig:
     smaller_caps_kl_scale: float = 1.0
     """The KL term's coefficient on the sequences of smaller-cap groups is `kl_coef` times this:
     above 1, the small teams stay closer to the initial policy than the full team, which may
-    then move further (a lower `kl_coef`). Inert while `kl_coef` or `smaller_caps_fraction` is 0."""
+    then move further (a lower `kl_coef`). On the demo, kl_coef 0.03 with 10 here did not keep
+    the single agent: it stopped after about 2.5 items (README, small teams). Inert while
+    `kl_coef` or `smaller_caps_fraction` is 0."""
     smaller_caps_time_exponent: float = 0.0
     """Under `shaping.mode=time_limit`, a smaller-cap group's deadline is the step's times
     ((max_experts + 1) / (its cap + 1)) ** this. 0: the same deadline for every group. 1: every
