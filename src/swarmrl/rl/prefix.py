@@ -22,6 +22,7 @@ import torch
 from transformers import DynamicCache
 
 from swarmrl.policy.kvcache import attention_layout
+from swarmrl.policy.prompt_pool import common_prefix
 from swarmrl.rl.batch import TrainSeq, body_and_head, head_logprobs
 
 MIN_SHARED = 16  # a shorter common prefix is not worth the bookkeeping
@@ -38,7 +39,7 @@ def prefix_lengths(seqs: list[TrainSeq], min_len: int = MIN_SHARED) -> list[int]
     common = 0
     for i in order + [None]:
         if i is not None and cluster:
-            lcp = _common(seqs[cluster[0]].ids, seqs[i].ids, min(common, limit[i]))
+            lcp = common_prefix(seqs[cluster[0]].ids, seqs[i].ids, min(common, limit[i]))
             if lcp >= min_len:
                 cluster.append(i)
                 common = lcp
@@ -56,13 +57,6 @@ def _prompt_limit(s: TrainSeq) -> int:
     logits predict the first generated token, so a remainder's forward yields that logit."""
     first = next((t for t, g in enumerate(s.gen_mask) if g), len(s.ids))
     return max(first - 1, 0)
-
-
-def _common(a: list[int], b: list[int], cap: int) -> int:
-    n = 0
-    while n < cap and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def can_share(model) -> bool:
