@@ -33,6 +33,8 @@ AdamW moments (3x the trainable parameters in float32) while it writes.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import torch
 import torch.distributed as dist
 
@@ -53,8 +55,18 @@ class ShardedLearner:
         self.gathered = False  # fsdp: the modules hold their full parameters (between updates)
 
     def close(self) -> None:
-        """Destroy the process group; idempotent."""
-        if dist.is_initialized():
+        """Destroy the process group once every rank got here; idempotent. Under gloo a rank
+        whose peer tore down its connections first can abort (seen once in a full test run), so
+        the ranks meet at a barrier first; one that never arrives (it crashed) fails the barrier
+        after a minute, and the group is destroyed all the same."""
+        if not dist.is_initialized():
+            return
+        try:
+            if self.backend == "gloo":
+                dist.monitored_barrier(timeout=timedelta(seconds=60))
+        except RuntimeError:
+            pass
+        finally:
             dist.destroy_process_group()
 
     # ------------------------------------------------------------------ objects
