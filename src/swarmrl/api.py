@@ -164,13 +164,15 @@ def train(config: str | Path | Config | None = "rlcr_arith", out: str | Path | N
     if not cached). An existing run in `out` is an error unless `overwrite`.
     """
     from swarmrl.build import check_plugins
+    from swarmrl.distributed.launch import launch_needed, rank_config
     from swarmrl.distributed.torchrun import check_learner
     from swarmrl.rl.loop import train as train_loop
     if out is None:
         raise ConfigError("train needs --out DIR (or --resume DIR)")
     cfg = config_of(config, overrides)
     check_plugins(cfg)  # a bad plugin name fails before a model is loaded or a warm start runs
-    check_learner(cfg)  # learner.strategy against how the processes were launched (torchrun or not)
+    # learner.strategy against how the processes were (or will be) launched
+    rank_config(cfg) if launch_needed(cfg) else check_learner(cfg)
     check_out(Path(out), overwrite)  # before a warm start that may take minutes
     if init is not None and not Path(init).is_dir():
         raise ConfigError(f"--init {init}: no such model directory")

@@ -28,8 +28,10 @@ def _policy_init(cfg: Config, log) -> Path:
 
 
 def cmd_pretrain(args, console: Console) -> int:
+    from swarmrl.distributed.torchrun import is_writer
     path = api.pretrain(args.config, args.overrides, force=args.force, log=console.print)
-    console.print(f"warm-started policy: {path}")
+    if is_writer():  # one line, not one per rank
+        console.print(f"warm-started policy: {path}")
     return 0
 
 
@@ -45,7 +47,9 @@ def cmd_train(args, console: Console) -> int:
             raise ConfigError("train needs --out DIR (or --resume DIR)")
         run = api.train(args.config, args.out, args.overrides, init=args.init or None, overwrite=args.overwrite,
                         log=console.print)
-    console.print(f"run: {run.path}  (metrics.jsonl, samples/, checkpoints/, plots/)")
+    from swarmrl.distributed.torchrun import is_writer
+    if is_writer():
+        console.print(f"run: {run.path}  (metrics.jsonl, samples/, checkpoints/, plots/)")
     return 0
 
 

@@ -255,4 +255,5 @@ def _distributed_checks(cfg: Config) -> list[tuple[bool, str]]:
         (addr_ok, f"distributed.address {d.address!r} must be empty (start a local cluster), "
                   "'auto', 'ray://host:port' or 'host:port'"),
         (d.max_staleness == 0 or d.backend == "ray", "distributed.max_staleness > 0 needs distributed.backend=ray"),
+        (1 <= cfg.learner.processes <= 64, f"learner.processes must be in [1, 64], got {cfg.learner.processes}"),
     ]

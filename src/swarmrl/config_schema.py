@@ -350,6 +350,12 @@ class LearnerConfig:
     launched with `torchrun --nproc-per-node N -m swarmrl.cli train ...`."""
     dist_backend: Literal["auto", "nccl", "gloo"] = "auto"
     """torch.distributed backend: `auto` = nccl on CUDA, gloo on the CPU."""
+    processes: int = 1
+    """Processes `train` and `pretrain` (command line, API, and so `demo`) start by themselves,
+    under torch.distributed.run: > 1 runs the warm start and the training on that many ranks
+    (`single` becomes `ddp`), each with run.threads // processes threads (at least 1). Ignored in
+    a process a launcher started (torchrun decides there). On a 2-core CPU, 2 single-threaded
+    processes train the tiny model in about 0.7x the time of one with 2 threads."""
 
 
 @dataclass

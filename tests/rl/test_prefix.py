@@ -15,7 +15,7 @@ from swarmrl.policy.model import build_tiny_policy
 from swarmrl.policy.sharing import PolicySet
 from swarmrl.rl.batch import TrainSeq, micro_batches, pad, token_logprobs
 from swarmrl.rl.losses import get_loss
-from swarmrl.rl.prefix import SharedPrefixes, can_share, prefix_lengths, shared_logprobs
+from swarmrl.rl.prefix import SharedPrefixes, can_share, prefix_clusters, prefix_lengths, shared_logprobs
 from swarmrl.rl.update import Updater
 
 TINY = ModelConfig(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64)
@@ -36,6 +36,15 @@ def test_prefix_lengths_cluster_on_the_longest_common_prompt_and_stop_before_the
     assert prefix_lengths(seqs, min_len=16) == [29, 29, 29, 0, 0]
     assert prefix_lengths(seqs[:2], min_len=16) == [31, 31]  # a + [1]
     assert prefix_lengths(seqs[:2], min_len=32) == [0, 0]
+
+
+def test_prefix_clusters_label_who_shares_with_whom():
+    a, b = list(range(10, 40)), list(range(100, 130))
+    seqs = [seq(a + [1], [2]), seq(b + [1], [2]), seq(a + [3], [4]), seq([7, 8], [9]), seq(b + [5], [6])]
+    labels, shared = prefix_clusters(seqs, min_len=16)
+    assert labels[0] == labels[2] and labels[1] == labels[4]  # a-prompts together, b-prompts together
+    assert len({labels[0], labels[1], labels[3]}) == 3  # the short one alone
+    assert shared == [30, 30, 30, 0, 30] == prefix_lengths(seqs, min_len=16)
 
 
 def test_micro_batches_pack_by_what_a_shared_prefix_leaves():

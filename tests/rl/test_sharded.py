@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swarmrl.rl.sharded import contiguous_share, sum_tree, token_share
+from swarmrl.rl.sharded import cluster_share, contiguous_share, sum_tree, token_share
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 5])
@@ -25,6 +25,15 @@ def test_token_share_depends_on_the_lengths_alone():
     assert token_share([], 0, 2) == [] and token_share([3], 1, 2) == []  # a rank may have nothing
     with pytest.raises(ValueError, match="rank 2"):
         token_share(lengths, 2, 2)
+
+
+def test_cluster_shares_keep_a_shared_prefix_on_one_rank_and_weigh_it_once():
+    # clusters: {0, 2, 4} share 80 tokens (cost 80 + 20 + 20 + 20 = 140), {1} alone (120), {3} alone (30)
+    lengths, clusters, shared = [100, 120, 100, 30, 100], [0, 1, 0, 2, 0], [80, 0, 80, 0, 80]
+    assert cluster_share(lengths, clusters, shared, 0, 2) == [0, 2, 4]  # the heaviest cluster first
+    assert cluster_share(lengths, clusters, shared, 1, 2) == [1, 3]  # 120 + 30 = 150 against 140
+    assert cluster_share(lengths, clusters, shared, 0, 1) == [0, 1, 2, 3, 4]
+    assert cluster_share([], [], [], 1, 2) == []
 
 
 def test_contiguous_shares_match_array_split():

@@ -39,7 +39,8 @@ import torch
 import torch.distributed as dist
 
 from swarmrl.rl.batch import micro_batches
-from swarmrl.rl.sharded import sum_tree, token_share
+from swarmrl.rl.prefix import prefix_clusters
+from swarmrl.rl.sharded import cluster_share, sum_tree, token_share
 
 
 class ShardedLearner:
@@ -119,17 +120,22 @@ class ShardedLearner:
         self.gathered = False
 
     # ------------------------------------------------------------------ backward
-    def share(self, mb: list, sel: list[int], rank: int | None = None) -> list[int]:
-        """The indices of `sel` (into the minibatch `mb`) that rank `rank` backpropagates."""
+    def share(self, mb: list, sel: list[int], rank: int | None = None, by_prefix: bool = False) -> list[int]:
+        """The indices of `sel` (into the minibatch `mb`) that rank `rank` backpropagates.
+        `by_prefix`: sequences that share a prompt prefix stay together (the learner shares it)."""
         r = self.rank if rank is None else rank
-        return [sel[j] for j in token_share([len(mb[i].ids) for i in sel], r, self.world)]
+        lengths = [len(mb[i].ids) for i in sel]
+        if by_prefix:
+            clusters, shared = prefix_clusters([mb[i] for i in sel])
+            return [sel[j] for j in cluster_share(lengths, clusters, shared, r, self.world)]
+        return [sel[j] for j in token_share(lengths, r, self.world)]
 
     def backward(self, updater, mb: list, w: torch.Tensor, sel: list[int], stats: dict | None) -> dict:
         """This rank's share of the gradient of the minibatch's sequences `sel` (weights w over the
         whole minibatch), summed over ranks into every rank's (ddp) or shard's (fsdp) .grad.
         Returns this rank's loss sums (`Updater.backward`); `sum_tree` adds the ranks'."""
         if self.strategy == "ddp":
-            mine = self.share(mb, sel)
+            mine = self.share(mb, sel, by_prefix=updater.cfg.share_prefixes)
             sums = updater.backward([mb[i] for i in mine], w[mine], stats) if mine else {}
             self.all_reduce_grads(updater)
             return sums
@@ -157,18 +163,26 @@ class ShardedLearner:
     def all_reduce_grads(self, updater) -> None:
         """ddp: SUM every trainable parameter's gradient over ranks; None where no rank has one."""
         params = list({id(p): p for slot in updater.policies.slots for p in updater.policies.parameters(slot)}.values())
+        self.sum_gradients(params)
+
+    def sum_gradients(self, params: list[torch.nn.Parameter], value: float = 0.0) -> float:
+        """SUM over ranks of each gradient of `params` (None where no rank has one) and of
+        `value` (this rank's loss, say), in one all-reduce; returns the summed value. Every rank
+        passes the same parameters in the same order."""
         if not params:
-            return
+            return value
         grads = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
                  for p in params]  # [numel] each
         flags = torch.tensor([p.grad is not None for p in params], dtype=params[0].dtype, device=params[0].device)
-        flat = torch.cat([*grads, flags])  # [sum numel + P]
+        extra = torch.tensor([value], dtype=params[0].dtype, device=params[0].device)
+        flat = torch.cat([*grads, flags, extra])  # [sum numel + P + 1]
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
         offset = 0
         for k, p in enumerate(params):
             n = p.numel()
-            p.grad = flat[offset:offset + n].view_as(p).clone() if flat[-len(params) + k] > 0 else None
+            p.grad = flat[offset:offset + n].view_as(p).clone() if flat[-len(params) - 1 + k] > 0 else None
             offset += n
+        return float(flat[-1])
 
     # ------------------------------------------------------------------ norms
     def grad_norm(self, params: list[torch.nn.Parameter]) -> float:

@@ -33,6 +33,9 @@ from swarmrl.collective import protocol as protocol_module
 from swarmrl.collective import tools as tools_module
 from swarmrl.collective import runtime as runtime_module
 from swarmrl.config import Config, ConfigError
+from swarmrl.distributed.launch import launch, launch_needed
+from swarmrl.distributed.sharding import ShardedLearner
+from swarmrl.distributed.torchrun import dist_backend, is_writer, launch_world
 from swarmrl.paths import cache_dir
 from swarmrl.policy import chat as chat_module
 from swarmrl.policy import model as model_module
@@ -64,6 +67,8 @@ def warmstart_key(cfg: Config) -> str:
         "sampler": {k: v for k, v in cfg.sampler.__dict__.items() if k != "share_prompts"},
         "code": [inspect.getsource(m) for m in _DEMO_CODE] + [inspect.getsource(f) for f in (demonstrations, supervised)],
         "version": 3,
+        # ranks sum the gradient in another order than one process: another float rounding
+        **({"processes": cfg.learner.processes} if cfg.learner.processes > 1 else {}),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -94,10 +99,13 @@ def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> t
 
 
 def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, batch_sequences: int,
-               micro_batch_tokens: int, seed: int, log=print, max_pad: float = 1.0) -> list[float]:
+               micro_batch_tokens: int, seed: int, log=print, max_pad: float = 1.0,
+               learner: ShardedLearner | None = None) -> list[float]:
     """Next-token cross-entropy on generated tokens only (token mean per batch). `max_pad`: as in
     the RL update (rl.max_pad_fraction), a micro-batch closes before it is more than this share
-    padding (a solo CEO's trajectory is several times an expert's)."""
+    padding (a solo CEO's trajectory is several times an expert's). `learner`: several ranks
+    (learner.processes), each backpropagating its token-balanced share of every batch; the
+    gradients and losses are summed over ranks, so every rank takes the same optimizer step."""
     model = policy.model
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -113,12 +121,15 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
             num_tokens = sum(sum(s.gen_mask) for s in batch)
             opt.zero_grad(set_to_none=True)
             total = 0.0
-            for micro in micro_batches(batch, micro_batch_tokens, max_pad=max_pad):
+            mine = batch if learner is None else [batch[i] for i in learner.share(batch, list(range(len(batch))))]
+            for micro in micro_batches(mine, micro_batch_tokens, max_pad=max_pad):
                 t = pad(micro, policy.pad_id)
                 logp, _ = token_logprobs(model, t["ids"], t["attn"], with_entropy=False)  # [B, T]
                 loss = -(logp * t["mask"]).sum() / num_tokens
                 loss.backward()
                 total += float(loss.detach())
+            if learner is not None:
+                total = learner.sum_gradients(list(model.parameters()), total)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
@@ -154,6 +165,34 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     if (out / "warmstart.json").exists() and not force:
         log(f"warm start: cached at {out}")
         return out
+    if launch_needed(cfg):  # learner.processes ranks train it (distributed/launch.py)
+        launch(cfg, ["pretrain", *(["--force"] if force else [])], log)
+        if not (out / "warmstart.json").exists():
+            raise RuntimeError(f"the warm start's ranks finished without writing {out}")
+        return out
+    learner = _open_ranks(cfg)
+    try:
+        _train_warm_start(cfg, out, learner, log if is_writer() else (lambda *a, **k: None))
+    finally:
+        if learner is not None:
+            learner.close()  # a barrier first: no rank returns before rank 0 has written `out`
+    return out
+
+
+def _open_ranks(cfg: Config) -> ShardedLearner | None:
+    """The process group when torchrun started several ranks (None in one process); they must be
+    the learner.processes the cache key counts."""
+    rank, world = launch_world()
+    if world == 1:
+        return None
+    if cfg.learner.processes != world:
+        raise ConfigError(f"the warm start runs on {world} ranks but learner.processes={cfg.learner.processes}: "
+                          f"set learner.processes={world} (it is part of the cache key), or run it in one process")
+    return ShardedLearner("ddp", dist_backend(cfg), rank, world)
+
+
+def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, log) -> None:
+    """Demonstrations, supervised training, and (rank 0) the cache directory `out`."""
     t0 = time.perf_counter()
     torch.set_num_threads(cfg.run.threads)
     policy = build_tiny_policy(cfg.model, seed=cfg.warmstart.seed)
@@ -163,15 +202,17 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     log(f"warm start ({scenario.demo_set}): {stats['rollouts']} scripted rollouts, {stats['sequences']} agent "
         f"trajectories, {stats['generated_tokens']} target tokens; rollouts by team/workflow {stats['team_sizes']}")
     losses = supervised(policy, seqs, cfg.warmstart.epochs, cfg.warmstart.lr, cfg.warmstart.batch_sequences,
-                        cfg.rl.micro_batch_tokens, cfg.warmstart.seed, log=log, max_pad=cfg.rl.max_pad_fraction)
+                        cfg.rl.micro_batch_tokens, cfg.warmstart.seed, log=log, max_pad=cfg.rl.max_pad_fraction,
+                        learner=learner)
+    if not is_writer():
+        return
     tmp = out.with_name(out.name + ".tmp")
     save_policy(policy, tmp)
     stats.update({"final_loss": float(np.mean(losses[-10:])), "seconds": time.perf_counter() - t0,
-                  "key": warmstart_key(cfg)})
+                  "key": warmstart_key(cfg), "processes": learner.world if learner is not None else 1})
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
     if out.exists():
         import shutil
         shutil.rmtree(out)
     tmp.rename(out)  # the marker file travels with the directory: a half-written cache never counts
     log(f"warm start: done in {stats['seconds']:.0f}s, final loss {stats['final_loss']:.3f} -> {out}")
-    return out

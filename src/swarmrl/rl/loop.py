@@ -30,6 +30,7 @@ from swarmrl.report.plots import plot_run
 from swarmrl.report.samples import sample_row
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.build import check_hardware, make_policy_set
+from swarmrl.distributed.launch import launch, launch_needed, launch_resume
 from swarmrl.distributed.torchrun import is_writer
 from swarmrl.rl.trainer import Trainer
 from swarmrl.runs.loggers import Loggers, parse_loggers
@@ -121,6 +122,8 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     Under torchrun (learner.strategy ddp | fsdp) every rank trains; rank 0 alone writes and logs.
     """
     log = log if is_writer() else (lambda *a, **k: None)
+    if _launch_ranks(cfg, Path(out), init_policy, resume, overwrite, resume_overrides, log):
+        return RunDir(Path(out))
     if resume:
         run, trainer = _open_resumed(Path(out), log, resume_overrides)
     else:
@@ -141,6 +144,22 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     else:  # per-role weights: the final checkpoint holds every adapter / model copy
         log(f"final per-role weights ({trainer.policies.sharing}): {_write_role_final(run)}")
     return run
+
+
+def _launch_ranks(cfg: Config, out: Path, init_policy: Path | None, resume: bool, overwrite: bool,
+                  resume_overrides: list[str] | None, log) -> bool:
+    """learner.processes > 1 (distributed/launch.py): train on that many ranks started here, and
+    return True once they have finished; False where this process trains itself."""
+    if resume:
+        cfg = resume_config(RunDir(out).read_config(), resume_overrides)
+    if not launch_needed(cfg):
+        return False
+    if resume:
+        launch_resume(cfg, out, list(resume_overrides or []), log)
+        return True
+    launch(cfg, ["train", "--out", str(out), *(["--init", str(init_policy)] if init_policy is not None else []),
+                 *(["--overwrite"] if overwrite else [])], log)
+    return True
 
 
 def _write_role_final(run: RunDir) -> Path:

@@ -32,11 +32,17 @@ def prefix_lengths(seqs: list[TrainSeq], min_len: int = MIN_SHARED) -> list[int]
     """Per sequence, how many leading tokens it shares with others (0 = none): sequences sorted
     by their prompt are joined while they keep at least `min_len` tokens in common, and each
     cluster shares its members' longest common prompt prefix."""
+    return prefix_clusters(seqs, min_len)[1]
+
+
+def prefix_clusters(seqs: list[TrainSeq], min_len: int = MIN_SHARED) -> tuple[list[int], list[int]]:
+    """(cluster index, shared length) per sequence, as `prefix_lengths` forms the clusters: a
+    sequence that shares nothing is a cluster of its own, with length 0."""
     limit = [_prompt_limit(s) for s in seqs]
     order = sorted(range(len(seqs)), key=lambda i: seqs[i].ids[:limit[i]])
-    out = [0] * len(seqs)
+    label, out = [0] * len(seqs), [0] * len(seqs)
     cluster: list[int] = []
-    common = 0
+    common, n = 0, 0
     for i in order + [None]:
         if i is not None and cluster:
             lcp = common_prefix(seqs[cluster[0]].ids, seqs[i].ids, min(common, limit[i]))
@@ -44,12 +50,12 @@ def prefix_lengths(seqs: list[TrainSeq], min_len: int = MIN_SHARED) -> list[int]
                 cluster.append(i)
                 common = lcp
                 continue
-        if len(cluster) > 1:
-            for j in cluster:
-                out[j] = common
+        for j in cluster:
+            label[j], out[j] = n, common if len(cluster) > 1 else 0
+        n += bool(cluster)
         if i is not None:
             cluster, common = [i], limit[i]
-    return out
+    return label, out
 
 
 def _prompt_limit(s: TrainSeq) -> int:

@@ -34,6 +34,18 @@ def token_share(lengths: list[int], rank: int, world: int) -> list[int]:
     return sorted(mine)
 
 
+def cluster_share(lengths: list[int], clusters: list[int], shared: list[int], rank: int, world: int) -> list[int]:
+    """Like `token_share`, but whole clusters of sequences that share a prompt prefix go to one
+    rank (rl/prefix.py `prefix_clusters`), so the prefix still runs once; a cluster weighs what
+    the learner runs for it: the prefix once, then each member's remainder."""
+    groups: dict[int, list[int]] = {}
+    for i, c in enumerate(clusters):
+        groups.setdefault(c, []).append(i)
+    members = list(groups.values())  # in order of each cluster's first sequence
+    cost = [shared[m[0]] + sum(lengths[i] - shared[i] for i in m) for m in members]
+    return sorted(i for k in token_share(cost, rank, world) for i in members[k])
+
+
 def contiguous_share(n: int, rank: int, world: int) -> list[int]:
     """Indices 0..n-1 split into `world` contiguous blocks (np.array_split's sizes): rank
     `rank`'s block. Used for rollout shards, so each rank runs whole, adjacent problem groups."""

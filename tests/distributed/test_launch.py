@@ -1,0 +1,111 @@
+"""`learner.processes > 1`: `train` and `pretrain` start their own ranks under torch.distributed.run
+(distributed/launch.py). The launched run equals one process with the same rollout shards, and
+the warm start trained on 2 ranks equals the one-process warm start, both within the
+tolerances of tests/conftest.py (the ranks sum their gradients in another order); the errors of
+a launch that cannot run here come before anything starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from swarmrl import api
+from swarmrl.cli import main
+from swarmrl.config import ConfigError
+from swarmrl.distributed import launch as launch_module
+from swarmrl.distributed.launch import launch_needed, rank_config, run_ranks
+from swarmrl.policy.warmstart import warmstart_key
+
+from dist_helpers import TINY, tiny_cfg
+from test_torchrun import ARGS, rows, weights
+
+
+def test_the_ranks_share_the_threads_and_a_single_strategy_becomes_ddp():
+    ranked = rank_config(tiny_cfg("learner.processes=2", "run.threads=4"))
+    assert (ranked.run.threads, ranked.learner.strategy, ranked.learner.processes) == (2, "ddp", 2)
+    assert rank_config(tiny_cfg("learner.processes=2", "run.threads=1")).run.threads == 1  # never 0
+    assert rank_config(tiny_cfg("learner.processes=2", "learner.strategy=fsdp")).learner.strategy == "fsdp"
+
+
+def test_a_launch_is_needed_only_outside_a_launched_rank(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert not launch_needed(tiny_cfg())
+    assert launch_needed(tiny_cfg("learner.processes=2"))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert not launch_needed(tiny_cfg("learner.processes=2"))
+
+
+def test_a_rank_never_launches_ranks(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(RuntimeError, match="never launches"):
+        run_ranks(["train"], 2)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("distributed.backend=ray", "distributed.backend=local"),
+    ("sampler.engine=vllm", "HF sampler"),
+])
+def test_a_launch_that_cannot_run_is_refused_before_it_starts(override, message, monkeypatch):
+    monkeypatch.setattr(launch_module, "run_ranks", lambda *a, **k: pytest.fail("a rank was started"))
+    with pytest.raises(ConfigError, match=message) as err:
+        launch_module.launch(tiny_cfg("learner.processes=2", override), ["train"])
+    assert "learner.processes=1" in str(err.value)
+
+
+def test_more_ranks_than_gpus_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ConfigError, match="one rank on each GPU; this machine has 1"):
+        rank_config(tiny_cfg("learner.processes=2", "model.device=cuda"))
+
+
+@pytest.mark.parametrize("bad", ["0", "65"])
+def test_processes_out_of_range_are_refused(bad):
+    with pytest.raises(ConfigError, match=r"learner.processes must be in \[1, 64\]"):
+        tiny_cfg(f"learner.processes={bad}")
+
+
+def test_the_warm_start_key_counts_the_ranks():
+    one, two = tiny_cfg(), tiny_cfg("learner.processes=2")
+    assert warmstart_key(one) != warmstart_key(two)
+    assert warmstart_key(one) == warmstart_key(tiny_cfg("learner.processes=1"))  # caches of one process stay
+
+
+def test_a_launched_run_equals_one_process(straight, init, tmp_path, run_match):
+    """The command a user types, with learner.processes=2: this process starts the 2 ranks and
+    waits; the run directory is the one a single process with the same 2 rollout shards writes."""
+    run = tmp_path / "launched"
+    assert main(["train", *ARGS, "learner.processes=2", "--out", str(run), "--init", str(init)]) == 0
+    assert sorted(p.name for p in run.iterdir()) == sorted(p.name for p in straight.iterdir())
+    run_match.metrics(rows(run), rows(straight))
+    run_match.weights(weights(run, 2), weights(straight, 2))
+    recorded = api.load_run(run).config
+    assert (recorded.learner.strategy, recorded.learner.processes, recorded.run.threads) == ("ddp", 2, 1)
+
+
+def test_the_warm_start_on_two_ranks_equals_one_process(tmp_path, run_match):
+    overrides = [f"warmstart.cache_dir={tmp_path}", "run.progress=false"]
+    single = api.pretrain(str(TINY), overrides)
+    launched = api.pretrain(str(TINY), [*overrides, "learner.processes=2"])
+    assert launched != single and (launched / "warmstart.json").is_file()
+    stats = [json.loads((p / "warmstart.json").read_text()) for p in (single, launched)]
+    assert (stats[0]["processes"], stats[1]["processes"]) == (1, 2)
+    assert stats[0]["generated_tokens"] == stats[1]["generated_tokens"]  # the same demonstrations
+    assert stats[1]["final_loss"] == pytest.approx(stats[0]["final_loss"], rel=1e-4)
+    a, b = (load_file(p / "model.safetensors") for p in (launched, single))
+    run_match.weights(a, b)
+
+
+@pytest.fixture(scope="module")
+def init(tmp_path_factory) -> Path:
+    return api.random_model(str(TINY), tmp_path_factory.mktemp("init") / "model")
+
+
+@pytest.fixture(scope="module")
+def straight(init, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("single") / "run"
+    assert main(["train", *ARGS, "--out", str(run), "--init", str(init)]) == 0
+    return run
