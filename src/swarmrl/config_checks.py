@@ -256,4 +256,5 @@ def _distributed_checks(cfg: Config) -> list[tuple[bool, str]]:
                   "'auto', 'ray://host:port' or 'host:port'"),
         (d.max_staleness == 0 or d.backend == "ray", "distributed.max_staleness > 0 needs distributed.backend=ray"),
         (1 <= cfg.learner.processes <= 64, f"learner.processes must be in [1, 64], got {cfg.learner.processes}"),
+        (1 <= cfg.warmstart.processes <= 64, f"warmstart.processes must be in [1, 64], got {cfg.warmstart.processes}"),
     ]

@@ -1,4 +1,4 @@
-"""`learner.processes > 1`: `train` and `pretrain` start their own ranks under torch.distributed.run
+"""`learner.processes > 1` / `warmstart.processes > 1`: `train` / the warm start start their own ranks under torch.distributed.run
 (distributed/launch.py). The launched run equals one process with the same rollout shards, and
 the warm start trained on 2 ranks equals the one-process warm start, both within the
 tolerances of tests/conftest.py (the ranks sum their gradients in another order); the errors of
@@ -17,7 +17,7 @@ from swarmrl import api
 from swarmrl.cli import main
 from swarmrl.config import ConfigError
 from swarmrl.distributed import launch as launch_module
-from swarmrl.distributed.launch import launch_needed, rank_config, run_ranks
+from swarmrl.distributed.launch import WARMSTART, launch_needed, rank_config, run_ranks
 from swarmrl.policy.warmstart import warmstart_key
 
 from dist_helpers import TINY, tiny_cfg
@@ -35,6 +35,8 @@ def test_a_launch_is_needed_only_outside_a_launched_rank(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert not launch_needed(tiny_cfg())
     assert launch_needed(tiny_cfg("learner.processes=2"))
+    assert not launch_needed(tiny_cfg("learner.processes=2"), WARMSTART)
+    assert launch_needed(tiny_cfg("warmstart.processes=2"), WARMSTART)
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert not launch_needed(tiny_cfg("learner.processes=2"))
 
@@ -62,16 +64,23 @@ def test_more_ranks_than_gpus_is_refused(monkeypatch):
         rank_config(tiny_cfg("learner.processes=2", "model.device=cuda"))
 
 
+@pytest.mark.parametrize("key", ["learner.processes", "warmstart.processes"])
 @pytest.mark.parametrize("bad", ["0", "65"])
-def test_processes_out_of_range_are_refused(bad):
-    with pytest.raises(ConfigError, match=r"learner.processes must be in \[1, 64\]"):
-        tiny_cfg(f"learner.processes={bad}")
+def test_processes_out_of_range_are_refused(key, bad):
+    with pytest.raises(ConfigError, match=rf"{key} must be in \[1, 64\]"):
+        tiny_cfg(f"{key}={bad}")
 
 
-def test_the_warm_start_key_counts_the_ranks():
-    one, two = tiny_cfg(), tiny_cfg("learner.processes=2")
+def test_the_warm_start_key_counts_its_ranks_alone():
+    one, two = tiny_cfg(), tiny_cfg("warmstart.processes=2")
     assert warmstart_key(one) != warmstart_key(two)
-    assert warmstart_key(one) == warmstart_key(tiny_cfg("learner.processes=1"))  # caches of one process stay
+    assert warmstart_key(one) == warmstart_key(tiny_cfg("warmstart.processes=1"))  # caches of one process stay
+    assert warmstart_key(one) == warmstart_key(tiny_cfg("learner.processes=2"))  # training ranks: another matter
+
+
+def test_warm_start_ranks_skip_the_training_checks():
+    ranked = rank_config(tiny_cfg("warmstart.processes=2", "distributed.backend=ray"), WARMSTART)
+    assert (ranked.run.threads, ranked.learner.strategy) == (1, "single")
 
 
 def test_a_launched_run_equals_one_process(straight, init, tmp_path, run_match):
@@ -89,7 +98,7 @@ def test_a_launched_run_equals_one_process(straight, init, tmp_path, run_match):
 def test_the_warm_start_on_two_ranks_equals_one_process(tmp_path, run_match):
     overrides = [f"warmstart.cache_dir={tmp_path}", "run.progress=false"]
     single = api.pretrain(str(TINY), overrides)
-    launched = api.pretrain(str(TINY), [*overrides, "learner.processes=2"])
+    launched = api.pretrain(str(TINY), [*overrides, "warmstart.processes=2"])
     assert launched != single and (launched / "warmstart.json").is_file()
     stats = [json.loads((p / "warmstart.json").read_text()) for p in (single, launched)]
     assert (stats[0]["processes"], stats[1]["processes"]) == (1, 2)

@@ -1,16 +1,17 @@
-"""Self-launch: `learner.processes > 1` makes `train` and `pretrain` (command line and API) start
-their own ranks under `torch.distributed.run`, as if the user had typed
+"""Self-launch: `learner.processes > 1` makes `train`, and `warmstart.processes > 1` makes the warm
+start (`pretrain`, and any command that fills its cache), start their own ranks under
+`torch.distributed.run`, as if the user had typed
 
     torchrun --standalone --nproc-per-node N -m swarmrl.cli train CONFIG --out DIR ...
 
 Why: on a small CPU machine the tiny model's operations are too small for two threads to
 share well; two single-threaded processes, each with half of a step's rollouts and half of
-its sequences, do the same work in about 0.7x the time (README: the demo's time). The calling
+its sequences, do the same work in 0.8-0.85x the time (README: the demo's time). The calling
 process waits and then reads the run (or the cache) the ranks wrote.
 
 Each rank gets `run.threads // N` threads (at least 1), so N processes use the cores one
-process would. A single-process strategy becomes `ddp`. The numbers equal one process's up to
-float rounding: the gradient is summed over ranks in another order.
+process would; for training, a single-process strategy becomes `ddp`. The numbers equal one
+process's up to float rounding: the gradient is summed over ranks in another order.
 """
 
 from __future__ import annotations
@@ -28,58 +29,68 @@ from swarmrl.distributed.torchrun import check_learner, launch_world
 from swarmrl.runs.rundir import to_jsonable
 
 
-def launch_needed(cfg: Config) -> bool:
-    """This process should start `learner.processes` ranks rather than train itself: more than
-    one is asked for and no launcher started this process."""
-    return cfg.learner.processes > 1 and "WORLD_SIZE" not in os.environ
+LEARNER, WARMSTART = "learner.processes", "warmstart.processes"  # who asks for ranks
 
 
-def rank_config(cfg: Config) -> Config:
-    """The config each rank runs: its share of the threads, and a multi-process strategy. A
-    ConfigError, before anything starts, where that many ranks cannot run here."""
-    n = cfg.learner.processes
+def processes(cfg: Config, key: str = LEARNER) -> int:
+    """The ranks `key` asks for: learner.processes (training) or warmstart.processes."""
+    return cfg.learner.processes if key == LEARNER else cfg.warmstart.processes
+
+
+def launch_needed(cfg: Config, key: str = LEARNER) -> bool:
+    """This process should start ranks rather than train itself: `key` asks for more than one
+    and no launcher started this process."""
+    return processes(cfg, key) > 1 and "WORLD_SIZE" not in os.environ
+
+
+def rank_config(cfg: Config, key: str = LEARNER) -> Config:
+    """The config each rank runs: its share of the threads, and for training a multi-process
+    strategy. A ConfigError, before anything starts, where that many ranks cannot run here."""
+    n = processes(cfg, key)
     overrides = [f"run.threads={max(1, cfg.run.threads // n)}"]
-    if cfg.learner.strategy == "single":
+    if key == LEARNER and cfg.learner.strategy == "single":
         overrides.append("learner.strategy=ddp")
     ranked = config_from_dict(apply_overrides(cfg.to_dict(), overrides))
-    try:
-        check_learner(ranked, world=n)
-    except ConfigError as e:
-        raise ConfigError(f"learner.processes={n}: {e} (or learner.processes=1)") from None
+    if key == LEARNER:
+        try:
+            check_learner(ranked, world=n)
+        except ConfigError as e:
+            raise ConfigError(f"{key}={n}: {e} (or {key}=1)") from None
     if str(cfg.model.device).startswith("cuda"):
         import torch
         if torch.cuda.device_count() < n:
-            raise ConfigError(f"learner.processes={n} puts one rank on each GPU; this machine has "
-                              f"{torch.cuda.device_count()}: set learner.processes to at most that")
+            raise ConfigError(f"{key}={n} puts one rank on each GPU; this machine has "
+                              f"{torch.cuda.device_count()}: set {key} to at most that")
     return ranked
 
 
-def launch(cfg: Config, command: list[str], log=print) -> None:
-    """Run `swarmrl <command[0]> CONFIG <command[1:]>` on `learner.processes` ranks, CONFIG being
-    `rank_config(cfg)` in a temporary file; returns when every rank has exited, raises if one failed."""
-    ranked = rank_config(cfg)
+def launch(cfg: Config, command: list[str], log=print, key: str = LEARNER) -> None:
+    """Run `swarmrl <command[0]> CONFIG <command[1:]>` on the ranks `key` asks for, CONFIG being
+    `rank_config(cfg, key)` in a temporary file; returns when every rank has exited, raises if
+    one failed."""
+    ranked = rank_config(cfg, key)
     with tempfile.TemporaryDirectory(prefix="swarmrl-launch-") as tmp:
         path = Path(tmp) / "config.yaml"
         path.write_text(yaml.safe_dump(to_jsonable(ranked.to_dict()), sort_keys=False))
-        run_ranks([command[0], str(path), *command[1:]], cfg.learner.processes, log)
+        run_ranks([command[0], str(path), *command[1:]], processes(cfg, key), log, key)
 
 
 def launch_resume(cfg: Config, out: Path, overrides: list[str], log=print) -> None:
     """`swarmrl train --resume OUT` on `learner.processes` ranks (each reads the run's config)."""
     rank_config(cfg)
-    run_ranks(["train", "--resume", str(out), *overrides], cfg.learner.processes, log)
+    run_ranks(["train", "--resume", str(out), *overrides], cfg.learner.processes, log, LEARNER)
 
 
-def run_ranks(command: list[str], n: int, log=print) -> None:
+def run_ranks(command: list[str], n: int, log=print, key: str = LEARNER) -> None:
     """`swarmrl COMMAND` on n ranks under torch.distributed.run; waits, and raises a RuntimeError
     with the exit status if a rank failed."""
     if launch_world()[1] > 1:
         raise RuntimeError("already one rank of a launched run: a rank never launches ranks of its own")
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    log(f"starting {n} processes (learner.processes={n}; learner.processes=1 trains in this one)")
+    log(f"starting {n} processes ({key}={n}; {key}=1 trains in this one)")
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
             "-m", "swarmrl.cli", *command]
     done = subprocess.run(argv, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"a rank of the {n}-process launch failed (exit status {done.returncode}); its error "
-                           "is printed above. To rerun in one process: learner.processes=1")
+                           f"is printed above. To rerun in one process: {key}=1")

@@ -33,7 +33,7 @@ from swarmrl.collective import protocol as protocol_module
 from swarmrl.collective import tools as tools_module
 from swarmrl.collective import runtime as runtime_module
 from swarmrl.config import Config, ConfigError
-from swarmrl.distributed.launch import launch, launch_needed
+from swarmrl.distributed.launch import WARMSTART, launch, launch_needed
 from swarmrl.distributed.sharding import ShardedLearner
 from swarmrl.distributed.torchrun import dist_backend, is_writer, launch_world
 from swarmrl.paths import cache_dir
@@ -68,7 +68,7 @@ def warmstart_key(cfg: Config) -> str:
         "code": [inspect.getsource(m) for m in _DEMO_CODE] + [inspect.getsource(f) for f in (demonstrations, supervised)],
         "version": 3,
         # ranks sum the gradient in another order than one process: another float rounding
-        **({"processes": cfg.learner.processes} if cfg.learner.processes > 1 else {}),
+        **({"processes": cfg.warmstart.processes} if cfg.warmstart.processes > 1 else {}),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -104,7 +104,7 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
     """Next-token cross-entropy on generated tokens only (token mean per batch). `max_pad`: as in
     the RL update (rl.max_pad_fraction), a micro-batch closes before it is more than this share
     padding (a solo CEO's trajectory is several times an expert's). `learner`: several ranks
-    (learner.processes), each backpropagating its token-balanced share of every batch; the
+    (warmstart.processes), each backpropagating its token-balanced share of every batch; the
     gradients and losses are summed over ranks, so every rank takes the same optimizer step."""
     model = policy.model
     model.train()
@@ -165,8 +165,8 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     if (out / "warmstart.json").exists() and not force:
         log(f"warm start: cached at {out}")
         return out
-    if launch_needed(cfg):  # learner.processes ranks train it (distributed/launch.py)
-        launch(cfg, ["pretrain", *(["--force"] if force else [])], log)
+    if launch_needed(cfg, WARMSTART):  # warmstart.processes ranks train it (distributed/launch.py)
+        launch(cfg, ["pretrain", *(["--force"] if force else [])], log, WARMSTART)
         if not (out / "warmstart.json").exists():
             raise RuntimeError(f"the warm start's ranks finished without writing {out}")
         return out
@@ -181,13 +181,13 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
 
 def _open_ranks(cfg: Config) -> ShardedLearner | None:
     """The process group when torchrun started several ranks (None in one process); they must be
-    the learner.processes the cache key counts."""
+    the warmstart.processes the cache key counts."""
     rank, world = launch_world()
     if world == 1:
         return None
-    if cfg.learner.processes != world:
-        raise ConfigError(f"the warm start runs on {world} ranks but learner.processes={cfg.learner.processes}: "
-                          f"set learner.processes={world} (it is part of the cache key), or run it in one process")
+    if cfg.warmstart.processes != world:
+        raise ConfigError(f"the warm start runs on {world} ranks but warmstart.processes={cfg.warmstart.processes}: "
+                          f"set warmstart.processes={world} (it is part of the cache key), or run it in one process")
     return ShardedLearner("ddp", dist_backend(cfg), rank, world)
 
 
