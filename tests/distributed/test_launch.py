@@ -95,6 +95,15 @@ def test_a_launched_run_equals_one_process(straight, init, tmp_path, run_match):
     assert (recorded.learner.strategy, recorded.learner.processes, recorded.run.threads) == ("ddp", 2, 1)
 
 
+def test_a_launched_run_resumes_on_its_ranks(straight, init, tmp_path, run_match):
+    """`train --resume` of a run recorded with learner.processes=2 starts the ranks again."""
+    run = tmp_path / "resumed"
+    assert main(["train", *ARGS, "rl.steps=1", "learner.processes=2", "--out", str(run), "--init", str(init)]) == 0
+    assert main(["train", "--resume", str(run), "rl.steps=2"]) == 0
+    run_match.metrics(rows(run), rows(straight))
+    run_match.weights(weights(run, 2), weights(straight, 2))
+
+
 def test_the_warm_start_on_two_ranks_equals_one_process(tmp_path, run_match):
     overrides = [f"warmstart.cache_dir={tmp_path}", "run.progress=false"]
     single = api.pretrain(str(TINY), overrides)

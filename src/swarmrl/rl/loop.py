@@ -39,7 +39,7 @@ from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, l
                                      restore_rng, save_checkpoint)
 from swarmrl.runs.manifest import POLICY_MANIFEST, move_into_place, remove_stale_temps
 from swarmrl.runs.progress import TrainProgress
-from swarmrl.runs.rundir import RunDir
+from swarmrl.runs.rundir import CONFIG, RunDir
 
 MODEL_DIR = "model"  # architecture + tokenizer + initial weights: makes a run dir self-contained
 FINAL_DIR = "final"
@@ -151,6 +151,8 @@ def _launch_ranks(cfg: Config, out: Path, init_policy: Path | None, resume: bool
     """learner.processes > 1 (distributed/launch.py): train on that many ranks started here, and
     return True once they have finished; False where this process trains itself."""
     if resume:
+        if not (out / CONFIG).is_file():
+            return False  # not a run to resume: _open_resumed says so
         cfg = resume_config(RunDir(out).read_config(), resume_overrides)
     if not launch_needed(cfg):
         return False
