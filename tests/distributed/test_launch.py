@@ -91,8 +91,8 @@ def test_a_launched_run_equals_one_process(straight, init, tmp_path, run_match):
     assert sorted(p.name for p in run.iterdir()) == sorted(p.name for p in straight.iterdir())
     run_match.metrics(rows(run), rows(straight))
     run_match.weights(weights(run, 2), weights(straight, 2))
-    recorded = api.load_run(run).config
-    assert (recorded.learner.strategy, recorded.learner.processes, recorded.run.threads) == ("ddp", 2, 1)
+    recorded = api.load_run(run).config  # the caller's config: a resume derives the ranks' from it
+    assert (recorded.learner.strategy, recorded.learner.processes) == ("single", 2)
 
 
 def test_a_launched_run_resumes_on_its_ranks(straight, init, tmp_path, run_match):
@@ -100,6 +100,14 @@ def test_a_launched_run_resumes_on_its_ranks(straight, init, tmp_path, run_match
     run = tmp_path / "resumed"
     assert main(["train", *ARGS, "rl.steps=1", "learner.processes=2", "--out", str(run), "--init", str(init)]) == 0
     assert main(["train", "--resume", str(run), "rl.steps=2"]) == 0
+    run_match.metrics(rows(run), rows(straight))
+    run_match.weights(weights(run, 2), weights(straight, 2))
+
+
+def test_a_launched_run_resumes_in_one_process(straight, init, tmp_path, run_match):
+    run = tmp_path / "resumed_alone"
+    assert main(["train", *ARGS, "rl.steps=1", "learner.processes=2", "--out", str(run), "--init", str(init)]) == 0
+    assert main(["train", "--resume", str(run), "rl.steps=2", "learner.processes=1"]) == 0
     run_match.metrics(rows(run), rows(straight))
     run_match.weights(weights(run, 2), weights(straight, 2))
 

@@ -43,14 +43,20 @@ def launch_needed(cfg: Config, key: str = LEARNER) -> bool:
     return processes(cfg, key) > 1 and "WORLD_SIZE" not in os.environ
 
 
+def rank_overrides(cfg: Config, key: str = LEARNER) -> list[str]:
+    """What a rank changes in the caller's config: its share of the threads, and for training a
+    multi-process strategy."""
+    out = [f"run.threads={max(1, cfg.run.threads // processes(cfg, key))}"]
+    if key == LEARNER and cfg.learner.strategy == "single":
+        out.append("learner.strategy=ddp")
+    return out
+
+
 def rank_config(cfg: Config, key: str = LEARNER) -> Config:
     """The config each rank runs: its share of the threads, and for training a multi-process
     strategy. A ConfigError, before anything starts, where that many ranks cannot run here."""
     n = processes(cfg, key)
-    overrides = [f"run.threads={max(1, cfg.run.threads // n)}"]
-    if key == LEARNER and cfg.learner.strategy == "single":
-        overrides.append("learner.strategy=ddp")
-    ranked = config_from_dict(apply_overrides(cfg.to_dict(), overrides))
+    ranked = config_from_dict(apply_overrides(cfg.to_dict(), rank_overrides(cfg, key)))
     if key == LEARNER:
         try:
             check_learner(ranked, world=n)
@@ -76,9 +82,10 @@ def launch(cfg: Config, command: list[str], log=print, key: str = LEARNER) -> No
 
 
 def launch_resume(cfg: Config, out: Path, overrides: list[str], log=print) -> None:
-    """`swarmrl train --resume OUT` on `learner.processes` ranks (each reads the run's config)."""
+    """`swarmrl train --resume OUT` on `learner.processes` ranks: each reads the run's config (the
+    caller's, `train` records it) with the caller's overrides and its own (`rank_overrides`)."""
     rank_config(cfg)
-    run_ranks(["train", "--resume", str(out), *overrides], cfg.learner.processes, log, LEARNER)
+    run_ranks(["train", "--resume", str(out), *overrides, *rank_overrides(cfg)], cfg.learner.processes, log, LEARNER)
 
 
 def run_ranks(command: list[str], n: int, log=print, key: str = LEARNER) -> None:

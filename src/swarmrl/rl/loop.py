@@ -161,6 +161,9 @@ def _launch_ranks(cfg: Config, out: Path, init_policy: Path | None, resume: bool
         return True
     launch(cfg, ["train", "--out", str(out), *(["--init", str(init_policy)] if init_policy is not None else []),
                  *(["--overwrite"] if overwrite else [])], log)
+    # The run records the caller's config, from which a resume derives the ranks' again (and with
+    # learner.processes=1 resumes in one process with the caller's threads).
+    RunDir(out).write_config(cfg.to_dict())
     return True
 
 
