@@ -171,8 +171,10 @@ def train(config: str | Path | Config | None = "rlcr_arith", out: str | Path | N
         raise ConfigError("train needs --out DIR (or --resume DIR)")
     cfg = config_of(config, overrides)
     check_plugins(cfg)  # a bad plugin name fails before a model is loaded or a warm start runs
-    # learner.strategy against how the processes were (or will be) launched
-    rank_config(cfg) if launch_needed(cfg) else check_learner(cfg)
+    if launch_needed(cfg):  # the ranks this process will start can run here
+        rank_config(cfg)
+    else:  # learner.strategy against how the processes were launched (torchrun or not)
+        check_learner(cfg)
     check_out(Path(out), overwrite)  # before a warm start that may take minutes
     if init is not None and not Path(init).is_dir():
         raise ConfigError(f"--init {init}: no such model directory")
