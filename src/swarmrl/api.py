@@ -309,6 +309,9 @@ class ScaleResult:
     rows: list[dict]
     summary: dict
     paths: list[Path] = field(default_factory=list)
+    reference: list[dict] = field(default_factory=list)
+    """The perfect scripted single agent's rows on the same problems and limits (empty where the
+    task has no scripts or the workflow does not hire); the summary's `reference_...` keys."""
 
 
 def _run_config(path: Path) -> dict | None:
@@ -322,7 +325,7 @@ def _run_config(path: Path) -> dict | None:
 def scale(run_or_model: str | Path, team_sizes: Sequence[int] = DEFAULT_TEAM_SIZES,
           time_limits_s: Sequence[float] | None = None, problems: int | None = None, prestaffed: bool = False,
           out: str | Path | None = None, config: str | Path | Config | None = None, overrides: Overrides = None,
-          items: int | None = None, log: Log = print) -> ScaleResult:
+          items: int | None = None, greedy: bool = False, log: Log = print) -> ScaleResult:
     """Score vs latency budget per team size: the collective test-time scaling table.
 
     Measures every (team size, time limit) pair on `problems` held-out problems (default
@@ -331,10 +334,14 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] = DEFAULT_TEAM_SIZ
     `config` is given (needed for a bare model directory). `items`: items per problem for the
     evaluation (`task.items_per_problem`; a bigger team gets a bigger problem: village to city).
     Team sizes go up to `eval.max_team_size` (65 by default), whatever the training cap.
+    `greedy`: decode the most likely token instead of sampling (ScaleSpec.greedy). Where the task
+    has scripts and the workflow hires, the perfect scripted single agent runs on the same problems
+    and limits too (`ScaleResult.reference`), and the summary gives each team's time to its best score.
     """
     import torch
     from swarmrl.rl.loop import load_trained_policy
-    from swarmrl.scaling.scale import ScaleSpec, check_same_task, check_spec, run_scaling, summarize, write_table
+    from swarmrl.scaling.scale import (ScaleSpec, check_same_task, check_spec, run_scaling, scripted_solo_rows,
+                                      summarize, write_table)
     check_eval_inputs(run_or_model, problems)
     ov = _override_list(overrides) + ([f"task.items_per_problem={items}"] if items is not None else [])
     if config is not None:
@@ -345,20 +352,31 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] = DEFAULT_TEAM_SIZ
             raise ConfigError(f"{run_or_model} has no run config: pass --config")
         cfg = config_from_dict(apply_overrides(run_cfg, ov))
     spec = ScaleSpec(team_sizes=[int(x) for x in team_sizes], problems=problems or cfg.eval.problems,
-                     prestaffed=prestaffed,
+                     prestaffed=prestaffed, greedy=greedy,
                      time_limits_s=list(time_limits_s) if time_limits_s else ScaleSpec().time_limits_s)
     check_spec(cfg, spec)  # bad input fails before the model loads
     policy, run_cfg = load_trained_policy(Path(run_or_model))
     check_same_task(run_cfg, cfg, ignore=("items_per_problem",) if items is not None else ())
     torch.set_num_threads(cfg.run.threads)
     rows = run_scaling(cfg, policy, spec, log=log)
-    summary = summarize(rows)
+    reference = scripted_solo_rows(cfg, policy, spec) if _has_scripted_single(cfg) else []
+    summary = summarize(rows, reference or None)
     paths: list[Path] = []
     if out is not None:
         from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
         out = Path(out)
         paths = write_table(rows, summary, out)
-        paths += [plot_score_vs_latency(rows, out / "score_vs_latency.png",
+        if reference:
+            paths += write_table(reference, summarize(reference), out, "scripted_solo")
+        title = f"score vs latency budget ({'greedy' if greedy else f'sampled at T={cfg.sampler.temperature:g}'})"
+        paths += [plot_score_vs_latency(rows, out / "score_vs_latency.png", title=title, reference=reference or None,
                                         marks_s={"tight": cfg.time_limit.start, "loose": cfg.time_limit.end}),
                   plot_tokens_vs_latency(rows, out / "tokens_vs_latency.png")]
-    return ScaleResult(rows=rows, summary=summary, paths=paths)
+    return ScaleResult(rows=rows, summary=summary, paths=paths, reference=reference)
+
+
+def _has_scripted_single(cfg: Config) -> bool:
+    """Whether the task's perfect scripted single agent can play this config (scaling.scale)."""
+    from swarmrl.scenarios import make_scenario
+    from swarmrl.tasks import TASKS
+    return bool(getattr(TASKS.get(cfg.task.name), "scripted", False)) and make_scenario(cfg).hires

@@ -166,18 +166,32 @@ def cmd_scale(args, console: Console) -> int:
     res = api.scale(args.checkpoint, team_sizes=[int(x) for x in _floats(args.team_sizes)],
                     time_limits_s=_floats(args.time_limits) if args.time_limits else None, problems=args.problems,
                     prestaffed=args.prestaffed, out=args.out, config=args.config or None, overrides=args.overrides,
-                    items=args.items,
-                    log=console.print)
+                    items=args.items, greedy=args.greedy, log=console.print)
     summary = res.summary
-    t = Table(title=f"time to the single agent's best score ({summary.get('single_agent_best_score')})")
-    for col in ("team size", "time-to-score (s)", "tokens then", "best score"):
-        t.add_column(col)
+    t = Table(title=f"time to a score (s) and tokens per rollout then; "
+                    f"{'greedy' if args.greedy else 'sampled'} decoding")
+    targets = [("own single agent", "single_agent", summary.get("single_agent_best_score"))]
+    if res.reference:
+        targets.append(("perfect single agent", "reference", summary.get("reference_single_best_score")))
+    t.add_column("team size")
+    for name, _, target in targets:
+        t.add_column(f"to {name}'s best ({_num(target)})")
+    t.add_column("best score")
     for k, v in summary["by_team_size"].items():
-        t.add_row(k, str(v["time_to_single_agent_score_s"]), f"{v['tokens_at_that_limit'] or 0:.0f}", f"{v['best_score']:.3f}")
+        cells = [f"{_num(v.get(f'time_to_{tag}_score_s'), 'never')} ({_num(v.get(f'tokens_at_{tag}_score'), '-', 0)})"
+                 for _, tag, _ in targets]
+        t.add_row(k, *cells, f"{v['best_score']:.3f}")
     console.print(t)
+    if res.reference:
+        console.print(f"perfect scripted single agent: best {summary['reference_single_best_score']:.3f} "
+                      f"first reached at {_num(summary['reference_time_to_its_best_s'], 'never')} s")
     for p in res.paths:
         console.print(str(p))
     return 0
+
+
+def _num(v, none: str = "n/a", digits: int = 3) -> str:
+    return none if v is None else f"{v:.{digits}g}" if digits else f"{v:.0f}"
 
 
 def cmd_experiment(args, console: Console) -> int:
@@ -245,6 +259,8 @@ def _add_eval_parsers(sub) -> None:
     p.add_argument("--prestaffed", action="store_true", help="hire the team at t=0 instead of capping the CEO")
     p.add_argument("--items", type=int, default=None,
                    help="items per problem for the evaluation (task.items_per_problem; default: the run's)")
+    p.add_argument("--greedy", action="store_true",
+                   help="decode the most likely token instead of sampling at sampler.temperature")
     p.add_argument("--config", help="config (default: the run's own)")
     p.add_argument("--out", default="scaling", help="directory for scaling.json/.csv and PNGs")
     p.set_defaults(fn=cmd_scale)

@@ -63,6 +63,18 @@ def test_run_scaling_table_has_one_row_per_cell(tmp_path):
     assert len(paths[1].read_text().strip().splitlines()) == 1 + 9
 
 
+def test_greedy_scaling_does_not_depend_on_the_sampling_temperature():
+    # Greedy decoding takes the most likely token: the temperature that sampling would divide the
+    # logits by cannot change it, so two temperatures give the same table (one process, same batches).
+    spec = ScaleSpec([1, 3], [1.0, 3.0], problems=2, greedy=True)
+    assert check_spec(load_config(TINY, []), spec).greedy
+    got = []
+    for t in ("1.0", "0.3"):
+        cfg = load_config(TINY, [f"sampler.temperature={t}"])
+        got.append(run_scaling(cfg, build_tiny_policy(cfg.model), spec, log=lambda *_: None))
+    assert got[0] == got[1] and all(r["greedy"] for r in got[0])
+
+
 def test_prestaffed_teams_are_the_full_size():
     cfg = load_config(TINY, [])
     rows = run_scaling(cfg, build_tiny_policy(cfg.model), ScaleSpec([1, 3], [0.5, 2.0], 2, prestaffed=True),
@@ -123,11 +135,18 @@ def test_cli_scale_on_a_run_and_a_checkpoint_from_another_task(tmp_path, capsys)
     run = train(cfg, tmp_path / "run", init_policy=tmp_path / "init", log=lambda *_: None)
     out = tmp_path / "scale"
     assert main(["scale", str(run.path), "--team-sizes", "1,2", "--time-limits", "1,3", "--problems", "2",
-                 "--out", str(out)]) == 0
-    rows = json.loads((out / "scaling.json").read_text())["rows"]
+                 "--greedy", "--out", str(out)]) == 0
+    got = json.loads((out / "scaling.json").read_text())
+    rows = got["rows"]
     assert [(r["team_size"], r["time_limit_s"]) for r in rows] == [(1, 1.0), (1, 3.0), (2, 1.0), (2, 3.0)]
+    assert all(r["greedy"] for r in rows)
     assert (out / "score_vs_latency.png").stat().st_size > 0 and (out / "scaling.csv").exists()
-    capsys.readouterr()
+    # The task has scripts: the perfect single agent ran on the same problems and limits.
+    ref = json.loads((out / "scripted_solo.json").read_text())["rows"]
+    assert [r["time_limit_s"] for r in ref] == [1.0, 3.0] and all(r["actor"] == "scripted_solo" for r in ref)
+    assert got["summary"]["reference_single_best_score"] == max(r["score_mean"] for r in ref)
+    printed = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal width
+    assert "perfect scripted single agent: best" in printed and "greedy" in printed
     # The same run scored with a config of another task shape: a clear error, not a silent score.
     assert main(["scale", str(run.path), "--config", str(TINY), "task.items_per_problem=6", "--team-sizes", "1,2",
                  "--out", str(out)]) == 2

@@ -52,6 +52,10 @@ class ScaleSpec:
     """Held-out problems per team size (one rollout each)."""
     prestaffed: bool = False
     """False: the CEO may hire up to team_size - 1 experts. True: they are hired at t = 0."""
+    greedy: bool = False
+    """True: every agent decodes its most likely token (as validation does, rl/trainer.py);
+    False: it samples at sampler.temperature, as in training. Greedy compares a policy with the
+    perfect scripted single agent on equal terms: neither pays for sampling noise."""
 
 
 def check_spec(cfg: Config, spec: ScaleSpec) -> ScaleSpec:
@@ -70,7 +74,7 @@ def check_spec(cfg: Config, spec: ScaleSpec) -> ScaleSpec:
     if spec.problems < 1:
         raise ConfigError(f"problems must be >= 1, got {spec.problems}")
     return ScaleSpec(sorted(set(spec.team_sizes)), sorted(set(float(x) for x in spec.time_limits_s)),
-                     spec.problems, spec.prestaffed)
+                     spec.problems, spec.prestaffed, spec.greedy)
 
 
 def check_same_task(trained: dict | None, cfg: Config, ignore: tuple[str, ...] = ()) -> None:
@@ -102,7 +106,7 @@ def run_scaling(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log=pr
             rollouts.append(runtime.new_rollout(i, i, p, horizon, k - 1, prestaffed_experts=(k - 1) * spec.prestaffed))
             sizes.append(k)
     place_policy(cfg, policy, role="eval")  # model.device
-    actor = LLMActor.from_config(cfg.sampler, policy)
+    actor = LLMActor.from_config(cfg.sampler, policy, greedy=spec.greedy)
     t0 = time.perf_counter()
     runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
     log(f"  scaling: {len(rollouts)} rollouts (team sizes {spec.team_sizes}, {spec.problems} problems, "
@@ -113,11 +117,11 @@ def run_scaling(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log=pr
         mine = [r for r, s in zip(rollouts, sizes) if s == k]
         for L in spec.time_limits_s:
             rows.append({"team_size": k, "time_limit_s": L, "problems": len(mine), "prestaffed": spec.prestaffed,
-                         **snapshot_metrics([at_limit(r, L, count) for r in mine])})
+                         "greedy": spec.greedy, **snapshot_metrics([at_limit(r, L, count) for r in mine])})
     return rows
 
 
-def scripted_solo_rows(cfg: Config, policy: Policy, spec: ScaleSpec) -> list[dict]:
+def scripted_solo_rows(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec) -> list[dict]:
     """A perfect single agent on the same problems, limits and latency model: the task's scripted
     solo demonstrator (never wrong, fewest tokens), run through the same runtime.
 
@@ -126,15 +130,17 @@ def scripted_solo_rows(cfg: Config, policy: Policy, spec: ScaleSpec) -> list[dic
     a single agent of this action format could do is the comparison that cannot be gamed.
     """
     spec = check_spec(cfg, spec)
-    runtime, task = make_runtime(cfg, policy.tokenizer)
+    base = policy.base if isinstance(policy, PolicySet) else policy  # per-role policies share the base's tokens
+    tokenizer = base.tokenizer
+    runtime, task = make_runtime(cfg, tokenizer)
     scripts = task.scripts()
     if scripts is None:
         raise ConfigError(f"task {cfg.task.name!r} has no scripted demonstrations: no scripted single agent to compare with")
     probs = eval_problems(cfg, task, spec.problems)
     rollouts = [runtime.new_rollout(i, i, p, max(spec.time_limits_s), 0) for i, p in enumerate(probs)]
-    actor = scripts.org_actor(policy.tokenizer, policy.end_id, {i: scripts.solo_strategy() for i in range(len(probs))})
+    actor = scripts.org_actor(tokenizer, base.end_id, {i: scripts.solo_strategy() for i in range(len(probs))})
     runtime.run(rollouts, actor, seed=0)
-    count = token_counter(policy.tokenizer)
+    count = token_counter(tokenizer)
     return [{"team_size": 1, "time_limit_s": L, "problems": len(rollouts), "actor": "scripted_solo",
              **snapshot_metrics([at_limit(r, L, count) for r in rollouts])} for L in spec.time_limits_s]
 
