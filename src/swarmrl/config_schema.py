@@ -256,7 +256,8 @@ class RunConfig:
     """torch CPU threads."""
     mfu: bool = True
     """Log `perf/mfu_update` and `perf/mfu_generation` each step: model FLOPs per second over the
-    device's matmul peak, measured once per machine and cached (diagnostics/mfu.py)."""
+    device's matmul peak, measured once per machine and cached (diagnostics/mfu.py); with several
+    ranks, over the sum of the ranks' peaks."""
     keep_checkpoints: int = 0
     """Keep only the newest this many complete checkpoints (older ones are deleted after each
     save). 0 = keep every checkpoint."""

@@ -17,6 +17,7 @@ from swarmrl import api
 from swarmrl.cli import main
 from swarmrl.config import ConfigError
 from swarmrl.distributed import launch as launch_module
+from swarmrl.diagnostics.mfu import peak_key
 from swarmrl.distributed.launch import WARMSTART, launch_needed, rank_config, run_ranks
 from swarmrl.policy.warmstart import warmstart_key
 
@@ -87,8 +88,20 @@ def test_a_launched_run_equals_one_process(straight, init, tmp_path, run_match):
     """The command a user types, with learner.processes=2: this process starts the 2 ranks and
     waits; the run directory is the one a single process with the same 2 rollout shards writes."""
     run = tmp_path / "launched"
-    assert main(["train", *ARGS, "learner.processes=2", "--out", str(run), "--init", str(init)]) == 0
+    # A stored peak above any measurement is what every rank uses (diagnostics/mfu.py), so the
+    # run's peak is exactly the ranks' sum: the MFU of a step both ranks shared.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # each rank's: run.threads=1 split over 2 ranks keeps 1
+    key = peak_key(torch.device("cpu"), torch.float32, 2048)
+    torch.set_num_threads(threads)
+    (cache / "peak_flops.json").write_text(json.dumps({key: 1e15}))
+    assert main(["train", *ARGS, "learner.processes=2", f"warmstart.cache_dir={cache}", "--out", str(run),
+                 "--init", str(init)]) == 0
     assert sorted(p.name for p in run.iterdir()) == sorted(p.name for p in straight.iterdir())
+    assert [r["perf/peak_tflops"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] \
+        == [2 * 1e3] * 2
     run_match.metrics(rows(run), rows(straight))
     run_match.weights(weights(run, 2), weights(straight, 2))
     recorded = api.load_run(run).config  # the caller's config: a resume derives the ranks' from it

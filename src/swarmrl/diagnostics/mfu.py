@@ -65,7 +65,7 @@ def measure_peak_flops(device: torch.device, dtype: torch.dtype, cache: Path | N
     raise, never the answer by itself. `size` None: 2048 on a CPU (about 0.1 s a matmul on 2
     cores), 8192 on a GPU (smaller ones measure launch overhead)."""
     size = size or (8192 if device.type == "cuda" else 2048)
-    key = f"{device.type}:{_device_name(device)}|{dtype}|threads={torch.get_num_threads()}|n={size}"
+    key = peak_key(device, dtype, size)
     if key in _PEAKS:
         return _PEAKS[key]
     a = torch.randn(size, size, device=device, dtype=dtype)
@@ -84,6 +84,11 @@ def measure_peak_flops(device: torch.device, dtype: torch.dtype, cache: Path | N
         path.write_text(json.dumps(stored | {key: peak}, indent=1))
     _PEAKS[key] = peak
     return peak
+
+
+def peak_key(device: torch.device, dtype: torch.dtype, size: int) -> str:
+    """The entry of `peak_flops.json` for this device, dtype, matmul size and torch thread count."""
+    return f"{device.type}:{_device_name(device)}|{dtype}|threads={torch.get_num_threads()}|n={size}"
 
 
 def mfu_metrics(update_fl: float, update_s: float, gen_fl: float, gen_s: float, peak: float) -> dict[str, float]:

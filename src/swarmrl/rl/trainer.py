@@ -53,7 +53,11 @@ class Trainer:
         self.step_idx = 0  # next step to run
         model, device = self.policy.model, model_device(self.policy.model)
         dtype = autocast_dtype(device, cfg.model.mixed_precision) or next(model.parameters()).dtype
-        self.peak_flops = measure_peak_flops(device, dtype, cache_dir(cfg.warmstart.cache_dir)) if cfg.run.mfu else None
+        # Ranks (learner.processes, torchrun) generate and update their shares side by side and the
+        # FLOPs count the whole step, so the peak is the sum of theirs: one rank's, times the ranks.
+        ranks = p.learner.world if p.learner is not None else 1
+        self.peak_flops = (ranks * measure_peak_flops(device, dtype, cache_dir(cfg.warmstart.cache_dir))
+                           if cfg.run.mfu else None)
         self.shape = (matmul_params(model), *model_shape(model))  # (N, layers, hidden) for the FLOPs
 
     def step(self) -> tuple[dict, list[Rollout]]:
