@@ -39,7 +39,8 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
          + ", ".join(f"**{a}** (`{' '.join(o)}`)" for a, o in exp.arms.items()) + ".",
          f"Same warm start (`{info['init']}`), seed and step budget for every arm. Scaling evaluation: team sizes "
          f"{exp.scale.team_sizes}, {exp.scale.problems} held-out problems each, limits {exp.scale.time_limits_s} s, "
-         f"{'pre-staffed org' if exp.scale.prestaffed else 'the CEO may hire up to the team size'}. "
+         f"{'pre-staffed org' if exp.scale.prestaffed else 'the CEO may hire up to the team size'}, "
+         f"{'greedy decoding' if exp.scale.greedy else 'decoding sampled as in training'}. "
          f"Tight limit = the curriculum's first deadline ({tight:g} s), loose = its last ({loose:g} s). "
          f"Wall time of this invocation {info['wall_s']:.0f} s; training steps (from the arms' metrics) "
          + ", ".join(f"{a} {t:.0f} s" for a, t in info.get("train_s", {}).items()) + ".\n"]
