@@ -107,3 +107,15 @@ def test_warm_start_choice_follows_warmstart_enabled_and_the_protocol(tmp_path):
                              "model.num_layers=1", "model.intermediate_size=64"])
     first, second = _policy_init(cfg, lambda *_: None), _policy_init(cfg, lambda *_: None)
     assert first == second and (first / "config.json").exists()  # a random init, cached by its config
+
+
+@pytest.mark.parametrize("overrides, sizes", [
+    ([], [1, 2, 4, 8]),  # the full team (CEO + 3 experts) is already on the default grid
+    (["workflow.max_experts=8"], [1, 2, 4, 8, 9]),  # the demo's: 9 agents trained, so 9 is measured
+    (["workflow.max_experts=5"], [1, 2, 4, 6, 8]),
+    (["workflow.name=eval_opt"], [1]),  # a fixed team is scored as it is
+])
+def test_scale_measures_the_trained_full_team_by_default(overrides, sizes):
+    from swarmrl.api import _default_team_sizes
+    from swarmrl.config import load_config
+    assert _default_team_sizes(load_config(TINY, overrides)) == sizes

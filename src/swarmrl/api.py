@@ -30,7 +30,7 @@ Log = Callable[[str], Any]
 Overrides = Sequence[str] | Mapping[str, Any] | None
 
 DEFAULT_TEAM_SIZES: tuple[int, ...] = (1, 2, 4, 8)
-"""Team sizes (CEO included) that `scale` measures unless told otherwise."""
+"""Team sizes (CEO included) that `scale` measures unless told otherwise, with the run's full team."""
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")  # the checkpoint directories of runs/checkpoint.py
 
@@ -322,14 +322,15 @@ def _run_config(path: Path) -> dict | None:
     return None
 
 
-def scale(run_or_model: str | Path, team_sizes: Sequence[int] = DEFAULT_TEAM_SIZES,
+def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
           time_limits_s: Sequence[float] | None = None, problems: int | None = None, prestaffed: bool = False,
           out: str | Path | None = None, config: str | Path | Config | None = None, overrides: Overrides = None,
           items: int | None = None, greedy: bool = False, log: Log = print) -> ScaleResult:
     """Score vs latency budget per team size: the collective test-time scaling table.
 
     Measures every (team size, time limit) pair on `problems` held-out problems (default
-    `eval.problems`). `prestaffed` hires the whole team at t=0 instead of capping the CEO. With
+    `eval.problems`). `team_sizes` None: DEFAULT_TEAM_SIZES and the config's full team (the CEO and
+    `workflow.max_experts` experts: the team it trained, where the workflow hires). `prestaffed` hires the whole team at t=0 instead of capping the CEO. With
     `out`, writes scaling.json/.csv and two plots there. The config is the run's own unless
     `config` is given (needed for a bare model directory). `items`: items per problem for the
     evaluation (`task.items_per_problem`; a bigger team gets a bigger problem: village to city).
@@ -351,7 +352,8 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] = DEFAULT_TEAM_SIZ
         if run_cfg is None:
             raise ConfigError(f"{run_or_model} has no run config: pass --config")
         cfg = config_from_dict(apply_overrides(run_cfg, ov))
-    spec = ScaleSpec(team_sizes=[int(x) for x in team_sizes], problems=problems or cfg.eval.problems,
+    sizes = [int(x) for x in team_sizes] if team_sizes is not None else _default_team_sizes(cfg)
+    spec = ScaleSpec(team_sizes=sizes, problems=problems or cfg.eval.problems,
                      prestaffed=prestaffed, greedy=greedy,
                      time_limits_s=list(time_limits_s) if time_limits_s else ScaleSpec().time_limits_s)
     check_spec(cfg, spec)  # bad input fails before the model loads
@@ -373,6 +375,15 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] = DEFAULT_TEAM_SIZ
                                         marks_s={"tight": cfg.time_limit.start, "loose": cfg.time_limit.end}),
                   plot_tokens_vs_latency(rows, out / "tokens_vs_latency.png")]
     return ScaleResult(rows=rows, summary=summary, paths=paths, reference=reference)
+
+
+def _default_team_sizes(cfg: Config) -> list[int]:
+    """DEFAULT_TEAM_SIZES, and the full team where the workflow hires (a fixed team is "size 1")."""
+    from swarmrl.scenarios import make_scenario
+    scenario = make_scenario(cfg)
+    if not scenario.hires:
+        return [1]
+    return sorted(set(DEFAULT_TEAM_SIZES) | {scenario.team_cap(None) + 1})
 
 
 def _has_scripted_single(cfg: Config) -> bool:

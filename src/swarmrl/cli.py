@@ -163,7 +163,8 @@ def _floats(text: str) -> list[float]:
 def cmd_scale(args, console: Console) -> int:
     """Score vs latency budget per team size (the collective test-time scaling table)."""
     _check_eval_args(args)
-    res = api.scale(args.checkpoint, team_sizes=[int(x) for x in _floats(args.team_sizes)],
+    sizes = [int(x) for x in _floats(args.team_sizes)] if args.team_sizes else None
+    res = api.scale(args.checkpoint, team_sizes=sizes,
                     time_limits_s=_floats(args.time_limits) if args.time_limits else None, problems=args.problems,
                     prestaffed=args.prestaffed, out=args.out, config=args.config or None, overrides=args.overrides,
                     items=args.items, greedy=args.greedy, log=console.print)
@@ -253,7 +254,8 @@ def _add_eval_parsers(sub) -> None:
     p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("scale", help="score vs latency budget per team size (collective scaling eval)")
     p.add_argument("checkpoint", help="run dir, checkpoint dir, or model dir (then --config is needed)")
-    p.add_argument("--team-sizes", default="1,2,4,8", help="comma-separated, CEO included")
+    p.add_argument("--team-sizes", default=None,
+                   help="comma-separated, CEO included (default: 1,2,4,8 and the run's full team)")
     p.add_argument("--time-limits", default=None, help="comma-separated simulated seconds")
     p.add_argument("--problems", type=int, default=None, help="held-out problems per team size")
     p.add_argument("--prestaffed", action="store_true", help="hire the team at t=0 instead of capping the CEO")
