@@ -162,6 +162,7 @@ def _floats(text: str) -> list[float]:
 
 def cmd_scale(args, console: Console) -> int:
     """Score vs latency budget per team size (the collective test-time scaling table)."""
+    from swarmrl.report.scaling import fmt
     _check_eval_args(args)
     sizes = [int(x) for x in _floats(args.team_sizes)] if args.team_sizes else None
     res = api.scale(args.checkpoint, team_sizes=sizes,
@@ -176,23 +177,23 @@ def cmd_scale(args, console: Console) -> int:
         targets.append(("perfect single agent", "reference", summary.get("reference_single_best_score")))
     t.add_column("team size")
     for name, _, target in targets:
-        t.add_column(f"to {name}'s best ({_num(target)})")
+        t.add_column(f"to {name}'s best ({fmt(target)})")
     t.add_column("best score")
     for k, v in summary["by_team_size"].items():
-        cells = [f"{_num(v.get(f'time_to_{tag}_score_s'), 'never')} ({_num(v.get(f'tokens_at_{tag}_score'), '-', 0)})"
+        cells = [f"{fmt(v.get(f'time_to_{tag}_score_s'), 'never')} ({_tokens(v.get(f'tokens_at_{tag}_score'))})"
                  for _, tag, _ in targets]
         t.add_row(k, *cells, f"{v['best_score']:.3f}")
     console.print(t)
     if res.reference:
         console.print(f"perfect scripted single agent: best {summary['reference_single_best_score']:.3f} "
-                      f"first reached at {_num(summary['reference_time_to_its_best_s'], 'never')} s")
+                      f"first reached at {fmt(summary['reference_time_to_its_best_s'], 'never')} s")
     for p in res.paths:
         console.print(str(p))
     return 0
 
 
-def _num(v, none: str = "n/a", digits: int = 3) -> str:
-    return none if v is None else f"{v:.{digits}g}" if digits else f"{v:.0f}"
+def _tokens(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
 
 
 def cmd_experiment(args, console: Console) -> int:

@@ -12,7 +12,7 @@ import numpy as np
 from swarmrl.config import Config
 from swarmrl.experiments.spec import ExperimentConfig
 from swarmrl.report.plots import rolling_mean, series, steps
-from swarmrl.report.scaling import md_table, plot_grouped_bars, plot_training_compare
+from swarmrl.report.scaling import fmt, md_table, plot_grouped_bars, plot_training_compare
 from swarmrl.scaling.scale import score_at, time_to_score
 
 WARM = "warm_start"
@@ -55,7 +55,7 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
                    latency_to_score_rows(tables, reference, SCORE_TARGETS)), ""]
     L += [f"## Training: first vs last {w} steps\n",
           md_table(["arm", "metric", f"first {w}", f"last {w}", "ratio", "change +- s.e."],
-                   [[arm, k[6:], v["first"], v["last"], v["ratio"], f"{_f(v['change'])} +- {_f(v['change_se'])}"]
+                   [[arm, k[6:], v["first"], v["last"], v["ratio"], f"{fmt(v['change'])} +- {fmt(v['change_se'])}"]
                     for arm, a in checks["arms"].items() for k, v in a.items()
                     if k.startswith("train/") and v["first"] is not None]), "",
           "## Figures\n"]
@@ -90,28 +90,28 @@ def _check_lines(cfg: Config, checks: dict, tight: float, w: int) -> list[str]:
     team = tl["items_by_team_at_tight"].get(tl["best_team_size_at_tight"])
     rows = [
         [f"time_limit: best team solves >= 3x a single agent's items at {tight:g} s",
-         f"team {tl['best_team_size_at_tight']}: {_f(team)} vs "
-         f"single {_f(tl['items_single_at_tight'])} = {_f(tl['items_ratio_best_team_vs_single_at_tight'])}x",
+         f"team {tl['best_team_size_at_tight']}: {fmt(team)} vs "
+         f"single {fmt(tl['items_single_at_tight'])} = {fmt(tl['items_ratio_best_team_vs_single_at_tight'])}x",
          checks["check_items_3x_at_tight"]],
         [f"time_limit: messages/rollout (as of {tight:g} s) last-{w} >= 1.5x first-{w} steps",
-         f"{_f(m['first'])} -> {_f(m['last'])} = {_f(m['ratio'])}x", checks["check_messages_rise_1.5x"]],
+         f"{fmt(m['first'])} -> {fmt(m['last'])} = {fmt(m['ratio'])}x", checks["check_messages_rise_1.5x"]],
         [f"time_limit: experts' share of the work (as of {tight:g} s) rises by > 2 standard errors",
-         f"{_f(e['first'])} -> {_f(e['last'])} (change {_f(e['change'])} +- {_f(e['change_se'])})",
+         f"{fmt(e['first'])} -> {fmt(e['last'])} (change {fmt(e['change'])} +- {fmt(e['change_se'])})",
          checks["check_expert_share_rises"]],
         ["none: neither rises as much (messages ratio, share change)",
          _none_text(checks), all(checks.get("check_none_rises_less", {}).values()) if "check_none_rises_less" in checks else None],
         ["time_limit: a team reaches the single agent's best score sooner",
-         ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_single_agent_score_s"].items()),
+         ", ".join(f"{k}: {fmt(v, 'never')} s" for k, v in tl["time_to_single_agent_score_s"].items()),
          checks["check_team_reaches_single_best_sooner"]]]
     if "items_reference_at_tight" in tl:
         rows += [
             [f"(vs the perfect scripted single agent) best team solves >= 3x its items at {tight:g} s",
-             f"{_f(team)} vs {_f(tl['items_reference_at_tight'])}"
-             f" = {_f(tl['items_ratio_best_team_vs_reference_at_tight'])}x", checks["check_items_3x_reference_at_tight"]],
+             f"{fmt(team)} vs {fmt(tl['items_reference_at_tight'])}"
+             f" = {fmt(tl['items_ratio_best_team_vs_reference_at_tight'])}x", checks["check_items_3x_reference_at_tight"]],
             ["(vs the perfect scripted single agent) a team reaches its best score in <= 0.4x its time",
-             f"it needs {_f(tl['reference_time_to_its_best_s'])} s for {_f(tl['reference_best_score'])}; teams: "
-             + ", ".join(f"{k}: {_f(v, 'never')} s" for k, v in tl["time_to_reference_score_s"].items() if k > 1)
-             + f" (best: {_f(tl.get('latency_ratio_best_team_vs_reference'), 'n/a')}x)",
+             f"it needs {fmt(tl['reference_time_to_its_best_s'])} s for {fmt(tl['reference_best_score'])}; teams: "
+             + ", ".join(f"{k}: {fmt(v, 'never')} s" for k, v in tl["time_to_reference_score_s"].items() if k > 1)
+             + f" (best: {fmt(tl.get('latency_ratio_best_team_vs_reference'), 'n/a')}x)",
              checks["check_team_reaches_reference_best_at_0.4x"]]]
     return [md_table(["check", "measured", "holds"], rows + _other_single_rows(checks)), "",
             "Team size 1 is the trained checkpoint playing alone (header `alone`); the perfect scripted single agent "
@@ -140,9 +140,9 @@ def _scaling_lines(exp: ExperimentConfig, tables: dict[str, list[dict]], summari
             "Smallest latency budget (simulated s) at which each team size first reaches the target score, "
             "and the tokens per rollout it had spent by then (`never`: not within the grid).\n",
             md_table(["arm", "target"] + [f"team {k}: s (tokens)" for k in exp.scale.team_sizes],
-                     [[arm, f"{who} {_f(s.get(best))}"] + [
-                         f"{_f(s['by_team_size'][str(k)].get(f'time_to_{tag}_score_s'), 'never')} "
-                         f"({_f(s['by_team_size'][str(k)].get(f'tokens_at_{tag}_score'))})" for k in exp.scale.team_sizes]
+                     [[arm, f"{who} {fmt(s.get(best))}"] + [
+                         f"{fmt(s['by_team_size'][str(k)].get(f'time_to_{tag}_score_s'), 'never')} "
+                         f"({fmt(s['by_team_size'][str(k)].get(f'tokens_at_{tag}_score'))})" for k in exp.scale.team_sizes]
                       for arm, s in summaries.items()
                       for who, tag, best in (("own single agent", "single_agent", "single_agent_best_score"),
                                              ("perfect scripted single agent", "reference", "reference_single_best_score"))
@@ -152,7 +152,7 @@ def _scaling_lines(exp: ExperimentConfig, tables: dict[str, list[dict]], summari
 def latency_to_score_rows(tables: dict[str, list[dict]], reference: list[dict] | None,
                           targets: tuple[float, ...]) -> list[list]:
     """[who, team size, time to each target ('never' off the grid)] for every arm and team size."""
-    cell = lambda rows, k, t: _f(time_to_score(rows, k, t), "never")  # noqa: E731
+    cell = lambda rows, k, t: fmt(time_to_score(rows, k, t), "never")  # noqa: E731
     out = [["perfect scripted single", 1] + [cell(reference, 1, t) for t in targets]] if reference else []
     return out + [[arm, k] + [cell(rows, k, t) for t in targets]
                   for arm, rows in tables.items() for k in sorted({r["team_size"] for r in rows})]
@@ -165,19 +165,15 @@ def _other_single_rows(checks: dict) -> list[list]:
     rows = []
     if "check_items_3x_warm_single_at_tight" in checks:
         rows.append([f"(vs the warm start's single agent) best team solves >= 3x its items at {checks['tight_limit_s']:g} s",
-                     f"{_f(team)} vs {_f(ws['items_single_at_tight'])} = {_f(tl['items_ratio_best_team_vs_warm_single_at_tight'])}x",
+                     f"{fmt(team)} vs {fmt(ws['items_single_at_tight'])} = {fmt(tl['items_ratio_best_team_vs_warm_single_at_tight'])}x",
                      checks["check_items_3x_warm_single_at_tight"]])
     loose = tl["items_by_team_at_loose"]
     k = max(loose, key=lambda k: loose[k] or 0.0) if loose else None
     if k is not None and ws:
         rows.append([f"(not a check) the same at the loose limit {checks['loose_limit_s']:g} s, where most steps trained",
-                     f"team {k}: {_f(loose[k])} vs own single {_f(tl['items_single_at_loose'])}, "
-                     f"warm start's single {_f(ws['items_single_at_loose'])}", "-"])
+                     f"team {k}: {fmt(loose[k])} vs own single {fmt(tl['items_single_at_loose'])}, "
+                     f"warm start's single {fmt(ws['items_single_at_loose'])}", "-"])
     return rows
-
-
-def _f(v, none: str = "n/a") -> str:
-    return none if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 def _none_text(checks: dict) -> str:
@@ -185,9 +181,9 @@ def _none_text(checks: dict) -> str:
     if not tl or not no:
         return "n/a"
     en, et = no["train/ref/expert_work_share"], tl["train/ref/expert_work_share"]
-    return (f"messages x{_f(no['train/ref/messages_per_rollout']['ratio'])} (none) vs "
-            f"x{_f(tl['train/ref/messages_per_rollout']['ratio'])} (time_limit); share change "
-            f"{_f(en['change'])} +- {_f(en['change_se'])} (none) vs {_f(et['change'])} +- {_f(et['change_se'])} (time_limit)")
+    return (f"messages x{fmt(no['train/ref/messages_per_rollout']['ratio'])} (none) vs "
+            f"x{fmt(tl['train/ref/messages_per_rollout']['ratio'])} (time_limit); share change "
+            f"{fmt(en['change'])} +- {fmt(en['change_se'])} (none) vs {fmt(et['change'])} +- {fmt(et['change_se'])} (time_limit)")
 
 
 def steps_to_reach(rows: list[dict], key: str, target: float, window: int = SMOOTH) -> int | None:
@@ -208,7 +204,7 @@ def _steps_to_score_lines(runs: dict[str, list[dict]], key: str = "score_mean") 
         if not first:
             continue
         start = float(np.mean(first))
-        rows_out.append([arm, f"{start:.3f}"] + [_f(steps_to_reach(rows, key, start + g), "never") for g in GAINS])
+        rows_out.append([arm, f"{start:.3f}"] + [fmt(steps_to_reach(rows, key, start + g), "never") for g in GAINS])
     if not rows_out:
         return []
     return ["## Training: steps to reach a score\n",

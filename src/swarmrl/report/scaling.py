@@ -91,9 +91,10 @@ def plot_grouped_bars(values: dict[str, dict[str, float | None]], path: Path, yl
     return _save(fig, path)
 
 
-def _fmt(v, nd: int = 3) -> str:
+def fmt(v, none: str = "n/a", nd: int = 3) -> str:
+    """A table cell: `none` for None, yes/no for a bool, `nd` significant digits for a float."""
     if v is None:
-        return "n/a"
+        return none
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
@@ -103,5 +104,5 @@ def _fmt(v, nd: int = 3) -> str:
 
 def md_table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
