@@ -1,0 +1,59 @@
+"""Warm-start recipes side by side: time to train, and the prior each gives at the demo's limit.
+
+Each recipe is a comma-separated list of overrides on the demo config (`--config`); each is
+trained (or taken from the cache: run with an empty `SWARMRL_CACHE_DIR` to time them all) and
+evaluated at the final limit on held-out problems. Run them alone on the machine: the seconds
+are wall clock.
+
+    .venv/bin/python benchmarks/warmstart_recipe.py warmstart.epochs=3 \
+        warmstart.epochs=3,warmstart.batch_sequences=8 --json benchmarks/warmstart_recipe.json
+
+What the RL then makes of a prior is the demo's business: `swarmrl demo <the same overrides>`
+reuses the cached warm start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from swarmrl import api
+
+
+def measure(config: str, overrides: list[str], time_limit: float, problems: int) -> dict:
+    cfg = api.config_of(config, overrides)
+    t0 = time.perf_counter()
+    model_dir = api.pretrain(cfg, log=lambda *a, **k: None)
+    seconds = time.perf_counter() - t0
+    stats = json.loads((model_dir / "warmstart.json").read_text())
+    m = api.evaluate(model_dir, time_limit=time_limit, problems=problems, config=cfg)
+    return {"overrides": overrides, "seconds": round(seconds, 1), "train_seconds": round(stats["seconds"], 1),
+            "final_loss": stats["final_loss"], "score": m["score_mean"], "item_accuracy": m["accuracy"],
+            "items": m["useful_work"], "team_size": m["team_size_mean"], "model_dir": str(model_dir)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("recipes", nargs="+", help="comma-separated overrides per recipe, e.g. warmstart.epochs=2")
+    ap.add_argument("--config", default="rlcr_arith", help="preset name or YAML the recipes override")
+    ap.add_argument("--time-limit", type=float, default=5.5)
+    ap.add_argument("--problems", type=int, default=48)
+    ap.add_argument("--json", type=Path, help="write the rows here")
+    args = ap.parse_args(argv)
+    rows = []
+    for recipe in args.recipes:
+        rows.append(measure(args.config, [o for o in recipe.split(",") if o], args.time_limit, args.problems))
+        r = rows[-1]
+        print(f"{recipe:60s} {r['seconds']:6.1f} s  loss {r['final_loss']:.3f}  score {r['score']:.3f}  "
+              f"item accuracy {r['item_accuracy']:.3f}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"config": args.config, "time_limit": args.time_limit, "problems": args.problems, "rows": rows},
+                                        indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
