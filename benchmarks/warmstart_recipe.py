@@ -34,7 +34,7 @@ def measure(config: str, overrides: list[str], time_limit: float, problems: int)
     return {"overrides": overrides, "seconds": round(seconds, 1), "train_seconds": round(stats["seconds"], 1),
             "cached": seconds < stats["seconds"],
             "final_loss": stats["final_loss"], "score": m["score_mean"], "item_accuracy": m["accuracy"],
-            "items": m["useful_work"], "team_size": m["team_size_mean"], "model_dir": str(model_dir)}
+            "items": m["useful_work"], "team_size": m["team_size_mean"], "warm_start": model_dir.name}
 
 
 def main(argv: list[str] | None = None) -> int:

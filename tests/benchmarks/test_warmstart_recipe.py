@@ -22,7 +22,7 @@ def test_two_recipes_two_warm_starts(tmp_path, monkeypatch, capsys):
     data = json.loads(out.read_text())
     rows = data["rows"]
     assert [r["overrides"] for r in rows] == [["warmstart.batch_sequences=16"], ["warmstart.batch_sequences=8"]]
-    assert rows[0]["model_dir"] != rows[1]["model_dir"]  # the batch size is part of the cache key
+    assert rows[0]["warm_start"] != rows[1]["warm_start"]  # the batch size is part of the cache key
     assert all(0.0 <= r["score"] <= 1.0 and r["train_seconds"] > 0 for r in rows)
     assert data["time_limit"] == 4.0 and data["problems"] == 2
     assert capsys.readouterr().out.count("item accuracy") == 2
