@@ -2,8 +2,8 @@
 
 Each recipe is a comma-separated list of overrides on the demo config (`--config`); each is
 trained (or taken from the cache: run with an empty `SWARMRL_CACHE_DIR` to time them all) and
-evaluated at the final limit on held-out problems. Run them alone on the machine: the seconds
-are wall clock.
+evaluated at the final limit on held-out problems. Train them alone on the machine: the
+seconds reported are the warm start's own clock when it was trained.
 
     .venv/bin/python benchmarks/warmstart_recipe.py warmstart.epochs=3 \
         warmstart.epochs=3,warmstart.batch_sequences=8 --json benchmarks/warmstart_recipe.json
@@ -49,11 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     for recipe in args.recipes:
         rows.append(measure(args.config, [o for o in recipe.split(",") if o], args.time_limit, args.problems))
         r = rows[-1]
-        print(f"{recipe:60s} trained in {r['train_seconds']:6.1f} s{' (cached)' if r['cached'] else ''}  loss {r['final_loss']:.3f}  score {r['score']:.3f}  "
-              f"item accuracy {r['item_accuracy']:.3f}", flush=True)
+        cached = " (cached)" if r["cached"] else ""
+        print(f"{recipe:60s} trained in {r['train_seconds']:6.1f} s{cached}  loss {r['final_loss']:.3f}  "
+              f"score {r['score']:.3f}  item accuracy {r['item_accuracy']:.3f}", flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"config": args.config, "time_limit": args.time_limit, "problems": args.problems, "rows": rows},
-                                        indent=2))
+        meta = {"config": args.config, "time_limit": args.time_limit, "problems": args.problems}
+        args.json.write_text(json.dumps({**meta, "rows": rows}, indent=2))
     return 0
 
 
