@@ -70,6 +70,7 @@ _LOWER_BOUNDS: list[tuple[str, float, bool, str]] = [
     ("warmstart.epochs", 1, False, ""),
     ("warmstart.lr", 0, True, ""),
     ("warmstart.batch_sequences", 1, False, ""),
+    ("warmstart.length_group_batches", 0, False, ""),
     ("warmstart.seed", 0, False, "numpy seeds are non-negative"),
     ("run.checkpoint_every", 0, False, "0 = only the last step"),
     ("run.samples_per_step", 0, False, "0 = none"),

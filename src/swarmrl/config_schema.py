@@ -227,6 +227,12 @@ class WarmStartConfig:
     """AdamW learning rate for supervised warm start."""
     batch_sequences: int = 32
     """Agent trajectories per supervised batch."""
+    length_group_batches: int = 0
+    """Batches per length group (as `group_by_length` in Hugging Face's Trainer): each pass is
+    cut into runs of this many batches' trajectories, each run is sorted by length and split
+    into batches, and the batches are shuffled. A batch then holds trajectories of similar
+    length, so it runs as one padded forward instead of several (rl.max_pad_fraction splits a
+    mixed one). 0 = batches drawn at random."""
     cache_dir: str = ""
     """Where warm-started models are cached, keyed by a hash of their inputs. Empty: the user's
     cache directory, `$SWARMRL_CACHE_DIR`, else `$XDG_CACHE_HOME/swarmrl`, else `~/.cache/swarmrl`

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.policy.warmstart import demonstrations, warm_start, warmstart_key
+from swarmrl.policy.warmstart import demonstrations, epoch_batches, warm_start, warmstart_key
 
 
 def test_demos_respect_the_header_cap_and_include_a_max0_solo_block():
@@ -49,3 +50,27 @@ def test_the_cache_key_follows_what_changes_the_demonstrations_only():
     assert warmstart_key(load_config("configs/tiny_test.yaml", ["sampler.share_prompts=false"])) == key
     assert warmstart_key(load_config("configs/tiny_test.yaml", ["warmstart.epochs=2"])) != key
     assert warmstart_key(load_config("configs/tiny_test.yaml", ["sampler.max_new_tokens_per_turn=32"])) != key
+    assert warmstart_key(load_config("configs/tiny_test.yaml", ["warmstart.length_group_batches=4"])) != key
+
+
+def test_random_batches_are_slices_of_one_permutation():
+    lengths = [5, 1, 4, 2, 3, 9, 7]
+    batches = epoch_batches(lengths, 3, 0, np.random.default_rng(7))
+    order = list(np.random.default_rng(7).permutation(7))
+    assert batches == [order[0:3], order[3:6], order[6:7]]
+
+
+def test_length_groups_sort_each_run_and_keep_every_sequence_once():
+    lengths = [30, 10, 20, 60, 50, 40, 80, 70, 90, 15]  # distinct, so sorted runs are unambiguous
+    batches = epoch_batches(lengths, 2, 2, np.random.default_rng(3))  # runs of 4 sequences, 2 batches each
+    assert sorted(i for b in batches for i in b) == list(range(10))
+    assert [len(b) for b in sorted(batches, key=len)] == [2, 2, 2, 2, 2]
+    # hand computation: the shuffled order, cut into runs of 4, each run sorted by length and halved
+    order = list(np.random.default_rng(3).permutation(10))
+    expected = []
+    for start in (0, 4, 8):
+        run = sorted(order[start:start + 4], key=lambda i: lengths[i])
+        expected += [run[:2], run[2:]] if len(run) > 2 else [run]
+    assert sorted(map(tuple, batches)) == sorted(map(tuple, expected))
+    for b in batches:  # a batch's lengths are sorted: it came from one sorted run
+        assert [lengths[i] for i in b] == sorted(lengths[i] for i in b)

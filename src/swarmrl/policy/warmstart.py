@@ -65,7 +65,8 @@ def warmstart_key(cfg: Config) -> str:
         "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
         # share_prompts changes only how much the sampler computes, never a demonstration
         "sampler": {k: v for k, v in cfg.sampler.__dict__.items() if k != "share_prompts"},
-        "code": [inspect.getsource(m) for m in _DEMO_CODE] + [inspect.getsource(f) for f in (demonstrations, supervised)],
+        "code": [inspect.getsource(m) for m in _DEMO_CODE]
+        + [inspect.getsource(f) for f in (demonstrations, epoch_batches, supervised)],
         "version": 3,
         # ranks sum the gradient in another order than one process: another float rounding
         **({"processes": cfg.warmstart.processes} if cfg.warmstart.processes > 1 else {}),
@@ -98,14 +99,32 @@ def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> t
     }
 
 
+def epoch_batches(lengths: list[int], batch_sequences: int, group_batches: int,
+                  rng: np.random.Generator) -> list[list[int]]:
+    """One pass's batches, as indices into `lengths` (a sequence's token count). Random batches
+    when `group_batches` is 0; else (warmstart.length_group_batches) the shuffled order is cut
+    into runs of `group_batches` batches, each run sorted by length and split into batches, and
+    the batches shuffled, so a batch holds similar lengths while the pass stays random."""
+    order = rng.permutation(len(lengths))
+    if group_batches == 0:
+        return [list(order[i:i + batch_sequences]) for i in range(0, len(order), batch_sequences)]
+    run = group_batches * batch_sequences
+    batches = []
+    for start in range(0, len(order), run):
+        part = sorted(order[start:start + run], key=lambda i: lengths[i])  # stable: ties keep the shuffle
+        batches += [part[i:i + batch_sequences] for i in range(0, len(part), batch_sequences)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
 def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, batch_sequences: int,
                micro_batch_tokens: int, seed: int, log=print, max_pad: float = 1.0,
-               learner: ShardedLearner | None = None) -> list[float]:
+               learner: ShardedLearner | None = None, group_batches: int = 0) -> list[float]:
     """Next-token cross-entropy on generated tokens only (token mean per batch). `max_pad`: as in
     the RL update (rl.max_pad_fraction), a micro-batch closes before it is more than this share
     padding (a solo CEO's trajectory is several times an expert's). `learner`: several ranks
     (warmstart.processes), each backpropagating its token-balanced share of every batch; the
-    gradients and losses are summed over ranks, so every rank takes the same optimizer step."""
+    gradients and losses are summed over ranks, so every rank takes the same optimizer step.
+    `group_batches`: batches of similar lengths (`epoch_batches`)."""
     model = policy.model
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -114,10 +133,10 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda i: min(1.0, (i + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(i / n_batches, 1.0))))
     losses, t0, b = [], time.perf_counter(), 0
+    lengths = [len(s.ids) for s in seqs]
     for epoch in range(epochs):
-        order = rng.permutation(len(seqs))
-        for start in range(0, len(seqs), batch_sequences):
-            batch = [seqs[i] for i in order[start:start + batch_sequences]]
+        for indices in epoch_batches(lengths, batch_sequences, group_batches, rng):
+            batch = [seqs[i] for i in indices]
             num_tokens = sum(sum(s.gen_mask) for s in batch)
             opt.zero_grad(set_to_none=True)
             total = 0.0
@@ -203,7 +222,7 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
         f"trajectories, {stats['generated_tokens']} target tokens; rollouts by team/workflow {stats['team_sizes']}")
     losses = supervised(policy, seqs, cfg.warmstart.epochs, cfg.warmstart.lr, cfg.warmstart.batch_sequences,
                         cfg.rl.micro_batch_tokens, cfg.warmstart.seed, log=log, max_pad=cfg.rl.max_pad_fraction,
-                        learner=learner)
+                        learner=learner, group_batches=cfg.warmstart.length_group_batches)
     if not is_writer():
         return
     tmp = out.with_name(out.name + ".tmp")
