@@ -56,10 +56,15 @@ _DEMO_CODE = (arith, arith_items, arith_scripts, arith_roles, runtime_module, ha
               scenario_graph)
 
 
+_LEARNER_ONLY = ("device", "mixed_precision", "gradient_checkpointing")
+
+
 def warmstart_key(cfg: Config) -> str:
     scenario = make_scenario(cfg)
     parts = {
-        "model": cfg.model.__dict__, "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
+        # the warm start trains the tiny model in float32 on the CPU: where and how the RL learner
+        # runs it later changes no weight of it
+        "model": {k: v for k, v in cfg.model.__dict__.items() if k not in _LEARNER_ONLY}, "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
         "demo_set": scenario.demo_set, **scenario.demo_key(),
         **({"groups": cfg.workflow.groups} if cfg.workflow.groups != 1 else {}),  # groups see variants in demos too
         "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
