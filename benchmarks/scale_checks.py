@@ -1,0 +1,91 @@
+"""The RLCR headline checks, read from `swarmrl scale` grids of a trained run and of its warm start.
+
+For each trained grid (a directory holding `scaling.json` and the `scripted_solo.json` that
+`swarmrl scale` writes next to it), at the tightest limit of the grid:
+
+- `x_perfect`: items the best team solves over those of the perfect scripted single agent;
+- `x_own`: the same over the checkpoint's own single agent (team size 1);
+- `reach_ratio`: the first limit at which some team of 2 or more reaches the perfect single
+  agent's best score, over the first limit at which that agent reaches it (None: never);
+- `worst_minus_warm_start`: for teams of 1, 2 and 4, the lowest score difference to the warm
+  start's grid over every limit (both grids must share team sizes and limits).
+
+    .venv/bin/python benchmarks/scale_checks.py --warm-start WS_GRID RUN_GRID [RUN_GRID ...] [--json OUT]
+
+The grids come from `swarmrl scale RUN --team-sizes 1,2,4,8,9 --time-limits ... --problems 48
+[--greedy] --out DIR`, and the same on the warm start with `--config RUN/config.yaml`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SMALL_TEAMS = (1, 2, 4)
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.exists():
+        raise SystemExit(f"{path}: missing (run `swarmrl scale ... --out {path.parent}` first)")
+    return json.loads(path.read_text())["rows"]
+
+
+def _cell(rows: list[dict], team: int, limit: float, key: str) -> float:
+    for r in rows:
+        if r["team_size"] == team and r["time_limit_s"] == limit:
+            return r[key]
+    raise SystemExit(f"no row for team {team} at {limit} s: the grids must share team sizes and limits")
+
+
+def checks(run: Path, warm_start: Path) -> dict:
+    """The checks of one trained grid against its warm start's grid (module docstring)."""
+    rows, ws, solo = _rows(run / "scaling.json"), _rows(warm_start / "scaling.json"), _rows(run / "scripted_solo.json")
+    limits = sorted({r["time_limit_s"] for r in rows})
+    teams = sorted({r["team_size"] for r in rows})
+    tight = limits[0]
+    best = max(teams, key=lambda n: _cell(rows, n, tight, "useful_work"))
+    items = _cell(rows, best, tight, "useful_work")
+    perfect = next(r["useful_work"] for r in solo if r["time_limit_s"] == tight)
+    target = max(r["score_mean"] for r in solo)
+    solo_at = min(r["time_limit_s"] for r in solo if r["score_mean"] >= target - 1e-9)
+    reached = [t for n in teams if n > 1 for t in limits if _cell(rows, n, t, "score_mean") >= target - 1e-9]
+    return {
+        "tightest_limit_s": tight, "best_team": best, "items": items,
+        "perfect_single_items": perfect, "x_perfect": items / perfect,
+        "own_single_items": _cell(rows, 1, tight, "useful_work"),
+        "x_own": items / _cell(rows, 1, tight, "useful_work"),
+        "perfect_single_best_score": target, "perfect_single_reaches_at_s": solo_at,
+        "team_reaches_at_s": min(reached) if reached else None,
+        "reach_ratio": min(reached) / solo_at if reached else None,
+        "worst_minus_warm_start": {
+            n: min(_cell(rows, n, t, "score_mean") - _cell(ws, n, t, "score_mean") for t in limits)
+            for n in SMALL_TEAMS if n in teams},
+    }
+
+
+def _line(name: str, c: dict) -> str:
+    reach = f"{c['team_reaches_at_s']:g} s ({c['reach_ratio']:.2f}x)" if c["reach_ratio"] else "never"
+    worst = " ".join(f"{v:+.3f}" for v in c["worst_minus_warm_start"].values())
+    return (f"{name}: at {c['tightest_limit_s']:g} s team {c['best_team']} solves {c['items']:.2f} = "
+            f"{c['x_perfect']:.2f}x perfect, {c['x_own']:.2f}x own | reaches {c['perfect_single_best_score']:.3f} "
+            f"at {reach} | teams {','.join(map(str, c['worst_minus_warm_start']))} minus warm start, worst {worst}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", type=Path, help="trained grids (swarmrl scale --out)")
+    ap.add_argument("--warm-start", type=Path, required=True, help="the warm start's grid")
+    ap.add_argument("--json", type=Path, help="write every check here")
+    args = ap.parse_args(argv)
+    out = {str(run): checks(run, args.warm_start) for run in args.runs}
+    for name, c in out.items():
+        print(_line(name, c))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
