@@ -64,7 +64,8 @@ def warmstart_key(cfg: Config) -> str:
     parts = {
         # the warm start trains the tiny model in float32 on the CPU: where and how the RL learner
         # runs it later changes no weight of it
-        "model": {k: v for k, v in cfg.model.__dict__.items() if k not in _LEARNER_ONLY}, "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
+        "model": {k: v for k, v in cfg.model.__dict__.items() if k not in _LEARNER_ONLY},
+        "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
         "demo_set": scenario.demo_set, **scenario.demo_key(),
         **({"groups": cfg.workflow.groups} if cfg.workflow.groups != 1 else {}),  # groups see variants in demos too
         "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
