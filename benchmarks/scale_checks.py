@@ -23,6 +23,8 @@ import json
 import sys
 from pathlib import Path
 
+from swarmrl.scaling.scale import time_to_score
+
 SMALL_TEAMS = (1, 2, 4)
 
 
@@ -49,8 +51,8 @@ def checks(run: Path, warm_start: Path) -> dict:
     items = _cell(rows, best, tight, "useful_work")
     perfect = next(r["useful_work"] for r in solo if r["time_limit_s"] == tight)
     target = max(r["score_mean"] for r in solo)
-    solo_at = min(r["time_limit_s"] for r in solo if r["score_mean"] >= target - 1e-9)
-    reached = [t for n in teams if n > 1 for t in limits if _cell(rows, n, t, "score_mean") >= target - 1e-9]
+    solo_at = time_to_score(solo, 1, target)
+    reached = [t for t in (time_to_score(rows, n, target) for n in teams if n > 1) if t is not None]
     return {
         "tightest_limit_s": tight, "best_team": best, "items": items,
         "perfect_single_items": perfect, "x_perfect": items / perfect,

@@ -21,7 +21,7 @@ def _grid(path: Path, cells: dict, solo: dict | None = None) -> Path:
     rows = [{"team_size": n, "time_limit_s": t, "useful_work": w, "score_mean": s} for (n, t), (w, s) in cells.items()]
     (path / "scaling.json").write_text(json.dumps({"rows": rows}))
     if solo:
-        srows = [{"time_limit_s": t, "useful_work": w, "score_mean": s} for t, (w, s) in solo.items()]
+        srows = [{"team_size": 1, "time_limit_s": t, "useful_work": w, "score_mean": s} for t, (w, s) in solo.items()]
         (path / "scripted_solo.json").write_text(json.dumps({"rows": srows}))
     return path
 
