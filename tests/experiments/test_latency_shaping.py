@@ -122,6 +122,7 @@ def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path)
     text = report.read_text()
     assert "## Checks" in text and "time_limit: best team solves >= 3x" in text and "training steps" in text
     assert "## Latency to reach a score" in text and "| perfect scripted single | 1 |" in text
+    assert "Same warm start (`init`" in text and str(tmp_path) not in text  # no local path in a shareable report
     for arm in ("warm_start", "time_limit", "none", "scripted_solo"):
         assert (out / "scaling" / f"{arm}.csv").exists()
     assert {p.name for p in (out / "figures").glob("*.png")} >= {"training_at_ref_limit.png", "useful_work_by_team_size.png"}
