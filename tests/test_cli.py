@@ -65,6 +65,21 @@ def output(capsys) -> str:
     return capsys.readouterr().out.replace("\n", "")  # rich wraps long lines
 
 
+def test_demo_runs_end_to_end_and_times_its_phases(cache, tmp_path, capsys):
+    """`swarmrl demo` on the tiny config: before / after evaluations, the run, the report, and a
+    summary whose phases add up to at most its wall time (the RL steps run inside training)."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--config", TINY, "--out", str(out), cache]) == 0
+    summary = json.loads((out / "demo_summary.json").read_text())
+    phases = summary["phases_s"]
+    assert set(phases) == {"warm_start", "evaluate_before", "train", "evaluate_after", "report", "rl_steps"}
+    assert sum(v for k, v in phases.items() if k != "rl_steps") <= summary["wall_s"]
+    assert 0 < phases["rl_steps"] <= phases["train"]
+    assert summary["score_before"] == summary["eval_before"]["score_mean"]
+    assert summary["eval_after"]["problems"] == 4 and len(rows(out)) == 2 and (out / "report.html").exists()
+    assert "RL steps" in output(capsys)
+
+
 def test_smoke_train_writes_a_complete_run_directory(smoke_run, cache):
     run = smoke_run
     cfg = yaml.safe_load((run / "config.yaml").read_text())

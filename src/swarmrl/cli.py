@@ -80,42 +80,66 @@ def _print_eval(console: Console, m: dict, title: str = "evaluation") -> None:
     console.print(t)
 
 
+class _Phases(dict):
+    """Seconds per named phase of a long command: `with phases("name"): ...` adds one."""
+
+    def __call__(self, name: str):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def timed():
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self[name] = round(self.get(name, 0.0) + time.perf_counter() - t0, 2)
+        return timed()
+
+
 def cmd_demo(args, console: Console) -> int:
     """Warm start -> evaluate -> RLCR training -> evaluate, on the embedded default."""
     import torch
     from swarmrl.policy.model import load_policy
     from swarmrl.rl.evaluate import evaluate
-    from swarmrl.rl.loop import train
-    t0 = time.perf_counter()
+    from swarmrl.rl.loop import load_trained_policy, train
+    t0, phases = time.perf_counter(), _Phases()
     cfg = load_config(resolve_config(args.config or DEMO_CONFIG), args.overrides)
     torch.set_num_threads(cfg.run.threads)
     console.rule("1/4 warm start (supervised, on scripted demonstrations of every strategy)")
-    init = _policy_init(cfg, console.print)
+    with phases("warm_start"):
+        init = _policy_init(cfg, console.print)
     limit = cfg.eval.time_limit or cfg.time_limit.end
     console.rule(f"2/4 evaluate the warm-started policy at the final time limit ({limit:g} s)")
-    before = evaluate(cfg, load_policy(init), time_limit=limit)
+    with phases("evaluate_before"):
+        before = evaluate(cfg, load_policy(init), time_limit=limit)
     _print_eval(console, before, "warm start")
     console.rule(f"3/4 RLCR training: {cfg.rl.steps} steps, deadline {cfg.time_limit.start:g} -> {cfg.time_limit.end:g} s")
-    run = train(cfg, Path(args.out), init_policy=init, log=console.print, overwrite=True)
+    with phases("train"):  # the ranks' start and the final checkpoint and plots included
+        run = train(cfg, Path(args.out), init_policy=init, log=console.print, overwrite=True)
     console.rule("4/4 evaluate the trained policy at the same limit")
-    from swarmrl.rl.loop import load_trained_policy
-    after = evaluate(cfg, load_trained_policy(run.path)[0], time_limit=limit)
+    with phases("evaluate_after"):
+        after = evaluate(cfg, load_trained_policy(run.path)[0], time_limit=limit)
     _print_eval(console, after, "after RLCR")
     last = [r for r in run.read_metrics()[-10:] if "score_mean" in r]  # each at its step's deadline
+    from swarmrl.report.html import write_report
+    with phases("report"):
+        report = write_report(run.path).path
+    phases["rl_steps"] = round(sum(r.get("step_s", 0.0) for r in run.read_metrics()), 2)  # within `train`
     summary = {"time_limit": limit, "eval_before": before, "eval_after": after,
                "score_before": before["score_mean"], "score_after": after["score_mean"],
                "train_last10_score": sum(r["score_mean"] for r in last) / len(last) if last else None,
                "train_last10_time_limits": sorted({r["time_limit"] for r in last if "time_limit" in r}),
-               "wall_s": time.perf_counter() - t0}
+               "wall_s": time.perf_counter() - t0, "phases_s": dict(phases)}
     (run.path / "demo_summary.json").write_text(json.dumps(summary, indent=2))
     console.rule("done")
     console.print(f"score at {limit:g} s: warm start {before['score_mean']:.3f} -> trained {after['score_mean']:.3f} "
                   f"(team size {before['team_size_mean']:.2f} -> {after['team_size_mean']:.2f}, "
                   f"messages/rollout {before['messages_per_rollout']:.1f} -> {after['messages_per_rollout']:.1f})")
-    from swarmrl.report.html import write_report
-    report = write_report(run.path).path
+    spent = (f"warm start {phases['warm_start']:.0f} s, evaluations {phases['evaluate_before']:.0f} + "
+             f"{phases['evaluate_after']:.0f} s, training {phases['train']:.0f} s (RL steps {phases['rl_steps']:.0f} s), "
+             f"report {phases['report']:.0f} s")
     console.print(f"run directory: {run.path}\nplots: {run.path / 'plots'}\n"
-                  f"summary: {run.path / 'demo_summary.json'}   wall time {summary['wall_s']:.0f} s\n"
+                  f"summary: {run.path / 'demo_summary.json'}   wall time {summary['wall_s']:.0f} s ({spent})\n"
                   f"report (metrics and the swarm timeline; open it in a browser): {report}", soft_wrap=True)
     return 0
 
