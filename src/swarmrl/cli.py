@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -80,20 +81,14 @@ def _print_eval(console: Console, m: dict, title: str = "evaluation") -> None:
     console.print(t)
 
 
-class _Phases(dict):
-    """Seconds per named phase of a long command: `with phases("name"): ...` adds one."""
-
-    def __call__(self, name: str):
-        from contextlib import contextmanager
-
-        @contextmanager
-        def timed():
-            t0 = time.perf_counter()
-            try:
-                yield
-            finally:
-                self[name] = round(self.get(name, 0.0) + time.perf_counter() - t0, 2)
-        return timed()
+@contextmanager
+def _timed(phases: dict[str, float], name: str):
+    """Add the seconds the block takes to `phases[name]`."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] = round(phases.get(name, 0.0) + time.perf_counter() - t0, 2)
 
 
 def cmd_demo(args, console: Console) -> int:
@@ -102,34 +97,34 @@ def cmd_demo(args, console: Console) -> int:
     from swarmrl.policy.model import load_policy
     from swarmrl.rl.evaluate import evaluate
     from swarmrl.rl.loop import load_trained_policy, train
-    t0, phases = time.perf_counter(), _Phases()
+    t0, phases = time.perf_counter(), {}
     cfg = load_config(resolve_config(args.config or DEMO_CONFIG), args.overrides)
     torch.set_num_threads(cfg.run.threads)
     console.rule("1/4 warm start (supervised, on scripted demonstrations of every strategy)")
-    with phases("warm_start"):
+    with _timed(phases, "warm_start"):
         init = _policy_init(cfg, console.print)
     limit = cfg.eval.time_limit or cfg.time_limit.end
     console.rule(f"2/4 evaluate the warm-started policy at the final time limit ({limit:g} s)")
-    with phases("evaluate_before"):
+    with _timed(phases, "evaluate_before"):
         before = evaluate(cfg, load_policy(init), time_limit=limit)
     _print_eval(console, before, "warm start")
     console.rule(f"3/4 RLCR training: {cfg.rl.steps} steps, deadline {cfg.time_limit.start:g} -> {cfg.time_limit.end:g} s")
-    with phases("train"):  # the ranks' start and the final checkpoint and plots included
+    with _timed(phases, "train"):  # the ranks' start and the final checkpoint and plots included
         run = train(cfg, Path(args.out), init_policy=init, log=console.print, overwrite=True)
     console.rule("4/4 evaluate the trained policy at the same limit")
-    with phases("evaluate_after"):
+    with _timed(phases, "evaluate_after"):
         after = evaluate(cfg, load_trained_policy(run.path)[0], time_limit=limit)
     _print_eval(console, after, "after RLCR")
     last = [r for r in run.read_metrics()[-10:] if "score_mean" in r]  # each at its step's deadline
     from swarmrl.report.html import write_report
-    with phases("report"):
+    with _timed(phases, "report"):
         report = write_report(run.path).path
     phases["rl_steps"] = round(sum(r.get("step_s", 0.0) for r in run.read_metrics()), 2)  # within `train`
     summary = {"time_limit": limit, "eval_before": before, "eval_after": after,
                "score_before": before["score_mean"], "score_after": after["score_mean"],
                "train_last10_score": sum(r["score_mean"] for r in last) / len(last) if last else None,
                "train_last10_time_limits": sorted({r["time_limit"] for r in last if "time_limit" in r}),
-               "wall_s": time.perf_counter() - t0, "phases_s": dict(phases)}
+               "wall_s": time.perf_counter() - t0, "phases_s": phases}
     (run.path / "demo_summary.json").write_text(json.dumps(summary, indent=2))
     console.rule("done")
     console.print(f"score at {limit:g} s: warm start {before['score_mean']:.3f} -> trained {after['score_mean']:.3f} "

@@ -37,7 +37,8 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
     L = [f"# {exp.title}\n",
          f"Base config `{exp.base}`, shared overrides `{' '.join(exp.overrides) or '-'}`; arms: "
          + ", ".join(f"**{a}** (`{' '.join(o)}`)" for a, o in exp.arms.items()) + ".",
-         f"Same warm start (`{Path(info['init']).name}`: its cache key names it, wherever it lives), seed and step budget for every arm. Scaling evaluation: team sizes "
+         f"Same warm start (`{Path(info['init']).name}`: its cache key names it, wherever it lives), seed and step "
+         f"budget for every arm. Scaling evaluation: team sizes "
          f"{exp.scale.team_sizes}, {exp.scale.problems} held-out problems each, limits {exp.scale.time_limits_s} s, "
          f"{'pre-staffed org' if exp.scale.prestaffed else 'the CEO may hire up to the team size'}, "
          f"{'greedy decoding' if exp.scale.greedy else 'decoding sampled as in training'}. "
