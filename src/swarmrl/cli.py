@@ -115,11 +115,12 @@ def cmd_demo(args, console: Console) -> int:
     with _timed(phases, "evaluate_after"):
         after = evaluate(cfg, load_trained_policy(run.path)[0], time_limit=limit)
     _print_eval(console, after, "after RLCR")
-    last = [r for r in run.read_metrics()[-10:] if "score_mean" in r]  # each at its step's deadline
+    metrics = run.read_metrics()
+    last = [r for r in metrics[-10:] if "score_mean" in r]  # each at its step's deadline
     from swarmrl.report.html import write_report
     with _timed(phases, "report"):
         report = write_report(run.path).path
-    phases["rl_steps"] = round(sum(r.get("step_s", 0.0) for r in run.read_metrics()), 2)  # within `train`
+    phases["rl_steps"] = round(sum(r.get("step_s", 0.0) for r in metrics), 2)  # within `train`
     summary = {"time_limit": limit, "eval_before": before, "eval_after": after,
                "score_before": before["score_mean"], "score_after": after["score_mean"],
                "train_last10_score": sum(r["score_mean"] for r in last) / len(last) if last else None,
