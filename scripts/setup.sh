@@ -27,7 +27,19 @@ if ! command -v chromium >/dev/null; then
 fi
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+# pip takes about 13 s to find that nothing changed, which every run of the README's two
+# commands would pay: a stamp of what was installed (the files that list the dependencies, this
+# script, the torch pin) skips the installs while it matches and the packages are still there.
+# SWARMRL_SETUP_FORCE=1 reinstalls anyway.
+STAMP=.venv/.swarmrl-setup-stamp
+WANT="torch==${SWARMRL_TORCH:-2.13.0} $(cat pyproject.toml docs/requirements.txt scripts/setup.sh | sha256sum | cut -c1-16)"
+if [ "${SWARMRL_SETUP_FORCE:-0}" != 1 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
+   && .venv/bin/python -c "import importlib.metadata as m; m.version('swarmrl'); m.version('torch')" 2>/dev/null; then
+  exit 0
+fi
+rm -f "$STAMP"
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${SWARMRL_TORCH:-2.13.0}"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 # The documentation site (mkdocs.yml) is built by the tests (tests/test_docs.py), so it cannot rot.
 .venv/bin/python -m pip install -q --disable-pip-version-check -r docs/requirements.txt
+echo "$WANT" > "$STAMP"

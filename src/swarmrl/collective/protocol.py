@@ -44,8 +44,7 @@ class CompactProtocol:
         return text, encode_text(self.tokenizer, text)
 
     def reply_text(self, ids: list[int]) -> str:
-        body = [t for t in ids if t not in self.tokenizer.all_special_ids]
-        return self.tokenizer.decode(body, skip_special_tokens=True)
+        return self.tokenizer.decode(_without_special(self.tokenizer, ids), skip_special_tokens=True)
 
 
 class ChatProtocol:
@@ -79,8 +78,14 @@ class ChatProtocol:
         return text, self.template.observation_ids(text, closed)
 
     def reply_text(self, ids: list[int]) -> str:
-        body = [t for t in ids if t not in self.tokenizer.all_special_ids]
-        return strip_thinking(self.tokenizer.decode(body, skip_special_tokens=True))
+        return strip_thinking(self.tokenizer.decode(_without_special(self.tokenizer, ids), skip_special_tokens=True))
+
+
+def _without_special(tokenizer, ids: list[int]) -> list[int]:
+    """`ids` without the tokenizer's special tokens. The tokenizer's `all_special_ids` builds a
+    new list on every read: read once per reply, not once per token."""
+    special = frozenset(tokenizer.all_special_ids)
+    return [t for t in ids if t not in special]
 
 
 def resolve_protocol(model_cfg, tokenizer) -> str:
