@@ -7,6 +7,11 @@ a launch that cannot run here come before anything starts."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -148,3 +153,43 @@ def straight(init, tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("single") / "run"
     assert main(["train", *ARGS, "--out", str(run), "--init", str(init)]) == 0
     return run
+
+
+def _processes_writing(run: Path) -> list[int]:
+    """Live processes whose command line names `run` (the launcher and its ranks)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(run).encode() in cmdline.read_bytes() and b"zombie" not in cmdline.parent.joinpath("status").read_bytes():
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # gone meanwhile
+            pass
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
+def test_a_terminated_launch_takes_its_ranks_with_it(init, tmp_path):
+    """SIGTERM to the command a user typed (`kill`, a scheduler, `timeout`) stops the ranks too,
+    instead of leaving them training with nobody waiting for them."""
+    run = tmp_path / "terminated"
+    cmd = [sys.executable, "-m", "swarmrl.cli", "train", *ARGS, "rl.steps=500", "learner.processes=2",
+           "--out", str(run), "--init", str(init)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not ((run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the launched run did not start training"
+            time.sleep(0.5)
+        assert len(set(_processes_writing(run)) - {proc.pid}) == 3  # the launcher and its 2 ranks
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while _processes_writing(run) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _processes_writing(run) == []
+        assert status == 128 + signal.SIGTERM  # as SIGTERM's default action would end it
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in _processes_writing(run):
+            os.kill(pid, signal.SIGKILL)

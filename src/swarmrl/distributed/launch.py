@@ -17,9 +17,11 @@ process's up to float rounding: the gradient is summed over ranks in another ord
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import yaml
@@ -97,7 +99,34 @@ def run_ranks(command: list[str], n: int, log=print, key: str = LEARNER) -> None
     log(f"starting {n} processes ({key}={n}; {key}=1 trains in this one)")
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
             "-m", "swarmrl.cli", *command]
-    done = subprocess.run(argv, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"a rank of the {n}-process launch failed (exit status {done.returncode}); its error "
+    status = wait_stopping_on_signals(subprocess.Popen(argv, env=env))
+    if status != 0:
+        raise RuntimeError(f"a rank of the {n}-process launch failed (exit status {status}); its error "
                            f"is printed above. To rerun in one process: {key}=1")
+
+
+def wait_stopping_on_signals(launcher: subprocess.Popen, grace_s: float = 30.0) -> int:
+    """The launcher's exit status. If this process is told to stop (Ctrl-C, SIGTERM from `kill`,
+    a scheduler or `timeout`, SIGHUP from a closed terminal), the launcher gets SIGTERM first,
+    which it passes on to the ranks; only if it is still there after `grace_s` is it killed.
+    Killing it at once (what `subprocess.run` does) would leave the ranks training on with
+    nobody waiting for them. SIGTERM and SIGHUP then end this process with status 128 + signal,
+    as their default action would."""
+    def _stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    watched = (signal.SIGTERM, signal.SIGHUP)
+    main = threading.current_thread() is threading.main_thread()  # handlers can only be set there
+    previous = {sig: signal.signal(sig, _stop) for sig in watched} if main else {}
+    try:
+        return launcher.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if launcher.poll() is None:
+            launcher.terminate()
+            try:
+                launcher.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                launcher.kill()
+                launcher.wait()
