@@ -29,12 +29,14 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 # pip takes about 13 s to find that nothing changed, which every run of the README's two
 # commands would pay: a stamp of what was installed (the files that list the dependencies, this
-# script, the torch pin) skips the installs while it matches and the packages are still there.
+# script, the torch pin) skips the installs while it matches and the packages are still there,
+# swarmrl installed from this checkout's src/ (not from where the repository used to be).
 # SWARMRL_SETUP_FORCE=1 reinstalls anyway.
 STAMP=.venv/.swarmrl-setup-stamp
 WANT="torch==${SWARMRL_TORCH:-2.13.0} $(cat pyproject.toml docs/requirements.txt scripts/setup.sh | sha256sum | cut -c1-16)"
 if [ "${SWARMRL_SETUP_FORCE:-0}" != 1 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
-   && .venv/bin/python -c "import importlib.metadata as m; m.version('swarmrl'); m.version('torch')" 2>/dev/null; then
+   && .venv/bin/python -c "import importlib.metadata as m, importlib.util as u, os, sys; m.version('torch'); \
+sys.exit(os.path.realpath(u.find_spec('swarmrl').origin) != os.path.realpath('src/swarmrl/__init__.py'))" 2>/dev/null; then
   exit 0
 fi
 rm -f "$STAMP"
