@@ -7,6 +7,10 @@ For each trained grid (a directory holding `scaling.json` and the `scripted_solo
 - `x_own`: the same over the checkpoint's own single agent (team size 1);
 - `reach_ratio`: the first limit at which some team of 2 or more reaches the perfect single
   agent's best score, over the first limit at which that agent reaches it (None: never);
+  `reach_ratio_bounds`: what the grid leaves open. Each crossing lies between the limit before
+  it and its own, so the true ratio lies between (team's limit before) / (agent's limit) and
+  (team's limit) / (agent's limit before); a coarse grid reads the agent late and can flatter
+  the ratio (limits cost nothing to add: `swarmrl scale` reads them off the same timelines);
 - `worst_minus_warm_start`: for teams of 1, 2 and 4, the lowest score difference to the warm
   start's grid over every limit (both grids must share team sizes and limits).
 
@@ -41,6 +45,11 @@ def _cell(rows: list[dict], team: int, limit: float, key: str) -> float:
     raise SystemExit(f"no row for team {team} at {limit} s: the grids must share team sizes and limits")
 
 
+def _limit_before(rows: list[dict], team: int, limit: float | None) -> float:
+    """The grid's limit before `limit` for `team` (0: none before it)."""
+    return max([r["time_limit_s"] for r in rows if r["team_size"] == team and r["time_limit_s"] < limit], default=0.0)
+
+
 def checks(run: Path, warm_start: Path) -> dict:
     """The checks of one trained grid against its warm start's grid (module docstring)."""
     rows, ws, solo = _rows(run / "scaling.json"), _rows(warm_start / "scaling.json"), _rows(run / "scripted_solo.json")
@@ -52,15 +61,20 @@ def checks(run: Path, warm_start: Path) -> dict:
     perfect = next(r["useful_work"] for r in solo if r["time_limit_s"] == tight)
     target = max(r["score_mean"] for r in solo)
     solo_at = time_to_score(solo, 1, target)
-    reached = [t for t in (time_to_score(rows, n, target) for n in teams if n > 1) if t is not None]
+    reached = {n: t for n in teams if n > 1 and (t := time_to_score(rows, n, target)) is not None}
+    first = min(reached, key=lambda n: (reached[n], n)) if reached else None
+    bounds = None
+    if first is not None:
+        bounds = [_limit_before(rows, first, reached[first]) / solo_at,
+                  reached[first] / max(_limit_before(solo, 1, solo_at), 1e-9)]
     return {
         "tightest_limit_s": tight, "best_team": best, "items": items,
         "perfect_single_items": perfect, "x_perfect": items / perfect,
         "own_single_items": _cell(rows, 1, tight, "useful_work"),
         "x_own": items / _cell(rows, 1, tight, "useful_work"),
         "perfect_single_best_score": target, "perfect_single_reaches_at_s": solo_at,
-        "team_reaches_at_s": min(reached) if reached else None,
-        "reach_ratio": min(reached) / solo_at if reached else None,
+        "team_reaches_at_s": reached[first] if reached else None,
+        "reach_ratio": reached[first] / solo_at if reached else None, "reach_ratio_bounds": bounds,
         "worst_minus_warm_start": {
             n: min(_cell(rows, n, t, "score_mean") - _cell(ws, n, t, "score_mean") for t in limits)
             for n in SMALL_TEAMS if n in teams},
@@ -68,7 +82,8 @@ def checks(run: Path, warm_start: Path) -> dict:
 
 
 def _line(name: str, c: dict) -> str:
-    reach = f"{c['team_reaches_at_s']:g} s ({c['reach_ratio']:.2f}x)" if c["reach_ratio"] else "never"
+    reach = (f"{c['team_reaches_at_s']:g} s ({c['reach_ratio']:.2f}x; the grid brackets it in "
+             f"{c['reach_ratio_bounds'][0]:.3f}-{c['reach_ratio_bounds'][1]:.3f}x)" if c["reach_ratio"] else "never")
     worst = " ".join(f"{v:+.3f}" for v in c["worst_minus_warm_start"].values())
     return (f"{name}: at {c['tightest_limit_s']:g} s team {c['best_team']} solves {c['items']:.2f} = "
             f"{c['x_perfect']:.2f}x perfect, {c['x_own']:.2f}x own | reaches {c['perfect_single_best_score']:.3f} "

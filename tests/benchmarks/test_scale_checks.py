@@ -41,6 +41,8 @@ def test_checks_by_hand(tmp_path):
     assert c["x_perfect"] == pytest.approx(6.4 / 2.0) and c["x_own"] == pytest.approx(6.4 / 1.6)
     # teams of 2 and 8 both reach 0.9 at 9 s, the single agent at 18 s
     assert c["team_reaches_at_s"] == 9.0 and c["reach_ratio"] == pytest.approx(0.5)
+    # the team crossed in (4.5, 9], the agent in (9, 18]: anywhere from 4.5 / 18 to 9 / 9
+    assert c["reach_ratio_bounds"] == [pytest.approx(0.25), pytest.approx(1.0)]
     # team 1: -0.02 at 4.5 s is its worst (+0.05 at 18 s); team 2: -0.04 at 18 s
     assert c["worst_minus_warm_start"] == {1: pytest.approx(-0.02), 2: pytest.approx(-0.04)}
 
