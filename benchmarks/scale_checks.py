@@ -45,7 +45,7 @@ def _cell(rows: list[dict], team: int, limit: float, key: str) -> float:
     raise SystemExit(f"no row for team {team} at {limit} s: the grids must share team sizes and limits")
 
 
-def _limit_before(rows: list[dict], team: int, limit: float | None) -> float:
+def _limit_before(rows: list[dict], team: int, limit: float) -> float:
     """The grid's limit before `limit` for `team` (0: none before it)."""
     return max([r["time_limit_s"] for r in rows if r["team_size"] == team and r["time_limit_s"] < limit], default=0.0)
 
