@@ -5,12 +5,13 @@ For each trained grid (a directory holding `scaling.json` and the `scripted_solo
 
 - `x_perfect`: items the best team solves over those of the perfect scripted single agent;
 - `x_own`: the same over the checkpoint's own single agent (team size 1);
-- `reach_ratio`: the first limit at which some team of 2 or more reaches the perfect single
-  agent's best score, over the first limit at which that agent reaches it (None: never);
-  `reach_ratio_bounds`: what the grid leaves open. Each crossing lies between the limit before
-  it and its own, so the true ratio lies between (team's limit before) / (agent's limit) and
-  (team's limit) / (agent's limit before); a coarse grid reads the agent late and can flatter
-  the ratio (limits cost nothing to add: `swarmrl scale` reads them off the same timelines);
+- `reach_ratio`: the latency at which some team of 2 or more first reaches the perfect single
+  agent's best score, over the latency at which that agent reaches it (None: never). Exact
+  (`reach_exact`) when the grids carry `score_steps` (`swarmrl scale` writes them): each crossing
+  is the time of the solve that brings the mean score to the target. Grids written before that
+  give only the first grid limits, and `reach_ratio_bounds` is what they leave open: each
+  crossing lies between the limit before it and its own, so the true ratio lies between (team's
+  limit before) / (agent's limit) and (team's limit) / (agent's limit before);
 - `worst_minus_warm_start`: for teams of 1, 2 and 4, the lowest score difference to the warm
   start's grid over every limit (both grids must share team sizes and limits).
 
@@ -60,11 +61,12 @@ def checks(run: Path, warm_start: Path) -> dict:
     items = _cell(rows, best, tight, "useful_work")
     perfect = next(r["useful_work"] for r in solo if r["time_limit_s"] == tight)
     target = max(r["score_mean"] for r in solo)
+    exact = all("score_steps" in r for r in (rows[-1], solo[-1]))  # the horizon rows (run_scaling)
     solo_at = time_to_score(solo, 1, target)
     reached = {n: t for n in teams if n > 1 and (t := time_to_score(rows, n, target)) is not None}
     first = min(reached, key=lambda n: (reached[n], n)) if reached else None
     bounds = None
-    if first is not None:
+    if first is not None and not exact:
         bounds = [_limit_before(rows, first, reached[first]) / solo_at,
                   reached[first] / max(_limit_before(solo, 1, solo_at), 1e-9)]
     return {
@@ -75,6 +77,7 @@ def checks(run: Path, warm_start: Path) -> dict:
         "perfect_single_best_score": target, "perfect_single_reaches_at_s": solo_at,
         "team_reaches_at_s": reached[first] if reached else None,
         "reach_ratio": reached[first] / solo_at if reached else None, "reach_ratio_bounds": bounds,
+        "reach_exact": exact,
         "worst_minus_warm_start": {
             n: min(_cell(rows, n, t, "score_mean") - _cell(ws, n, t, "score_mean") for t in limits)
             for n in SMALL_TEAMS if n in teams},
@@ -82,8 +85,14 @@ def checks(run: Path, warm_start: Path) -> dict:
 
 
 def _line(name: str, c: dict) -> str:
-    reach = (f"{c['team_reaches_at_s']:g} s ({c['reach_ratio']:.2f}x; the grid brackets it in "
-             f"{c['reach_ratio_bounds'][0]:.3f}-{c['reach_ratio_bounds'][1]:.3f}x)" if c["reach_ratio"] else "never")
+    if not c["reach_ratio"]:
+        reach = "never"
+    elif c["reach_exact"]:
+        reach = (f"{c['team_reaches_at_s']:.3f} s, the agent at {c['perfect_single_reaches_at_s']:.3f} s "
+                 f"({c['reach_ratio']:.3f}x, exact)")
+    else:
+        reach = (f"{c['team_reaches_at_s']:g} s ({c['reach_ratio']:.2f}x; the grid brackets it in "
+                 f"{c['reach_ratio_bounds'][0]:.3f}-{c['reach_ratio_bounds'][1]:.3f}x)")
     worst = " ".join(f"{v:+.3f}" for v in c["worst_minus_warm_start"].values())
     return (f"{name}: at {c['tightest_limit_s']:g} s team {c['best_team']} solves {c['items']:.2f} = "
             f"{c['x_perfect']:.2f}x perfect, {c['x_own']:.2f}x own | reaches {c['perfect_single_best_score']:.3f} "

@@ -47,6 +47,23 @@ def test_checks_by_hand(tmp_path):
     assert c["worst_minus_warm_start"] == {1: pytest.approx(-0.02), 2: pytest.approx(-0.04)}
 
 
+def test_an_exact_reach_ratio_from_the_score_steps(tmp_path):
+    solo = {4.5: (2.0, 0.2), 18.0: (11.0, 0.9)}
+    cells = {(1, 4.5): (1.6, 0.15), (1, 18.0): (10.0, 0.85), (8, 4.5): (6.4, 0.55), (8, 18.0): (12.0, 1.0)}
+    run = _grid(tmp_path / "run", cells, solo)
+    ws = _grid(tmp_path / "ws", cells)
+    for name, steps in (("scaling.json", [[0.0, 0.0], [6.3, 0.9], [7.0, 1.0]]),  # team 8 reaches 0.9 at 6.3 s
+                        ("scripted_solo.json", [[0.0, 0.0], [9.0, 0.5], [16.2, 0.9]])):  # the agent at 16.2 s
+        data = json.loads((run / name).read_text())
+        data["rows"][-1]["score_steps"] = steps
+        (run / name).write_text(json.dumps(data))
+    c = scale_checks.checks(run, ws)
+    assert c["reach_exact"] and c["reach_ratio_bounds"] is None
+    assert c["team_reaches_at_s"] == 6.3 and c["perfect_single_reaches_at_s"] == 16.2
+    assert c["reach_ratio"] == pytest.approx(6.3 / 16.2)
+    assert "(0.389x, exact)" in scale_checks._line("run", c)
+
+
 def test_a_missing_grid_cell_is_an_error(tmp_path):
     solo = {4.5: (2.0, 0.2)}
     run = _grid(tmp_path / "run", {(1, 4.5): (1.0, 0.1), (8, 4.5): (5.0, 0.4)}, solo)

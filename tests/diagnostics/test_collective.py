@@ -52,7 +52,8 @@ def test_deadline_counts_only_work_before_it():
 
 # ------------------------------------------------------------------ metrics as of a limit
 
-from swarmrl.diagnostics.collective import at_limit, collective_metrics as _cm, snapshot_metrics, token_counter  # noqa: E402
+from swarmrl.diagnostics.collective import (at_limit, collective_metrics as _cm, score_steps, snapshot_metrics,  # noqa: E402
+                                            token_counter)
 
 
 def _run_mixed(time_limit: float):
@@ -82,6 +83,21 @@ def test_snapshot_equals_a_run_cut_at_the_limit(limit):
                (b.hired, b.peak_team, b.turns, b.generated_tokens, b.prefill_tokens)
         assert a.archive_reads == b.archive_reads and a.latency_s == pytest.approx(b.latency_s)
         assert b.score == cr.score  # and the snapshot of the cut run is the runtime's own score
+
+
+def test_score_steps_are_the_snapshots_at_every_solve_time():
+    """The step curve's value at each solve time equals the snapshot mean there, and between two
+    solve times the snapshot mean stays at the earlier step's value: the curve misses no change."""
+    rollouts, _ = _run_mixed(1e9)
+    steps = score_steps(rollouts, 6.0)
+    times = [t for t, _ in steps]
+    solves = sorted({t for r in rollouts for t in r.solved.values() if t <= 6.0})
+    assert times == sorted({0.0, *solves}) and len(solves) > 4
+    score = lambda L: snapshot_metrics([at_limit(r, L) for r in rollouts])["score_mean"]  # noqa: E731
+    assert [s for _, s in steps] == [score(t) for t in times]
+    for (t, s), nxt in zip(steps, times[1:] + [6.0]):
+        assert score((t + nxt) / 2) == s  # flat between solves
+    assert steps[0][1] == 0.0 and steps[-1][1] == score(6.0) and steps[-1][1] > 0
 
 
 def test_new_metric_keys_by_hand():

@@ -38,6 +38,19 @@ def test_time_to_score_on_a_constructed_table():
     assert time_to_score(list(reversed(ROWS)), 2, 0.625) == 6.0
 
 
+def test_time_to_score_is_exact_from_the_score_steps():
+    # Team 2's steps: 0.625 first at 5.25 s, between the grid's 4 and 6 s; tokens stay the grid's.
+    rows = [dict(r) for r in ROWS]
+    rows[9]["score_steps"] = [[0.0, 0.0], [1.5, 0.25], [5.25, 0.625], [11.0, 0.875]]  # team 2 at 12 s
+    assert rows[9]["team_size"] == 2 and rows[9]["time_limit_s"] == 12.0
+    assert time_to_score(rows, 2, 0.625) == 5.25 and time_to_score(rows, 2, 0.625, grid=True) == 6.0
+    assert time_to_score(rows, 2, 0.9) is None and time_to_score(rows, 2, 0.0) == 0.0
+    assert time_to_score(rows, 4, 0.625) == 6.0  # no steps for team 4: the grid
+    by = summarize(rows)["by_team_size"]["2"]
+    assert by["time_to_single_agent_score_s"] == 5.25 and by["grid_time_to_single_agent_score_s"] == 6.0
+    assert by["tokens_at_that_limit"] == 206.0  # the row at 6 s
+
+
 def test_summary_on_a_constructed_table():
     s = summarize(ROWS)
     assert s["single_agent_best_score"] == 0.625
@@ -59,6 +72,9 @@ def test_run_scaling_table_has_one_row_per_cell(tmp_path):
         assert all(r["team_size_mean"] <= k for r in got)  # the cap holds
         assert [r["score_mean"] for r in got] == sorted(r["score_mean"] for r in got)  # monotone in the budget
         assert [r["total_tokens_per_rollout"] for r in got] == sorted(r["total_tokens_per_rollout"] for r in got)
+        steps = got[-1]["score_steps"]  # the horizon row carries the exact curve up to it
+        assert steps[0][0] == 0.0 and steps[-1][1] == got[-1]["score_mean"] and all(t <= 3.0 for t, _ in steps)
+        assert all(r["score_mean"] == max(s for t, s in steps if t <= r["time_limit_s"]) for r in got)
     paths = write_table(rows, summarize(rows), tmp_path)
     assert len(paths[1].read_text().strip().splitlines()) == 1 + 9
 

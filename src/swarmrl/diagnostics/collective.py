@@ -126,7 +126,7 @@ def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | No
     turns = [t for t in r.turns if t.start < L]
     return Snapshot(
         limit_s=L, items=len(kept),
-        score=sum(r.item_scores.get(i, 1.0) for i in kept) / r.problem.num_items,
+        score=_score_of(r, kept),
         expert_items=sum(1 for i in kept if r.solved_by.get(i, "ceo") != "ceo"),
         last_item_s=max(kept.values()) if kept else None,
         latency_s=r.finished_at if over else L,
@@ -139,6 +139,22 @@ def at_limit(r: Rollout, limit_s: float, count_tokens: Callable[[str], int] | No
         turns=len(turns), generated_tokens=sum(t.generated_tokens for t in turns),
         prefill_tokens=sum(t.new_prompt_tokens for t in turns), critical_steps=critical_steps(r, L),
         idle=_idle(r, msgs, L))
+
+
+def _score_of(r: Rollout, kept) -> float:
+    """The rollout's score from the items in `kept` (solved before some limit)."""
+    return sum(r.item_scores.get(i, 1.0) for i in kept) / r.problem.num_items
+
+
+def score_steps(rollouts: list[Rollout], horizon_s: float) -> list[tuple[float, float]]:
+    """The mean score as of every limit up to `horizon_s`, exactly: [(t, mean score as of t)], at
+    t = 0 and at every time an item was solved. The score only changes when an item is solved, so
+    between two of these times it stays at the earlier one's value, and the first t whose value
+    reaches a target is the exact latency at which the rollouts reach it (no grid to bracket it).
+    Each value is what `snapshot_metrics([at_limit(r, t) ...])["score_mean"]` gives."""
+    times = sorted({0.0} | {t for r in rollouts for t in r.solved.values() if t <= min(horizon_s, r.time_limit)})
+    return [(t, _mean([_score_of(r, [i for i, s in r.solved.items() if s <= min(t, r.time_limit)])
+                       for r in rollouts])) for t in times]
 
 
 def _idle(r: Rollout, msgs, limit_s: float) -> int:

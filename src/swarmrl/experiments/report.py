@@ -138,8 +138,9 @@ def _scaling_lines(exp: ExperimentConfig, tables: dict[str, list[dict]], summari
                        score_at(rows, k, loose, "critical_steps"), score_at(rows, k, loose, "idle_agents_per_rollout")]
                       for arm, rows in tables.items() for k in sorted({r["team_size"] for r in rows})]), "",
             "## Time to the single agent's best score\n",
-            "Smallest latency budget (simulated s) at which each team size first reaches the target score, "
-            "and the tokens per rollout it had spent by then (`never`: not within the grid).\n",
+            "Latency (simulated s) at which each team size first reaches the target score, exact from the "
+            "rollouts' solve times, and the tokens per rollout it had spent by the first grid limit at or past "
+            "it (`never`: not by the largest limit).\n",
             md_table(["arm", "target"] + [f"team {k}: s (tokens)" for k in exp.scale.team_sizes],
                      [[arm, f"{who} {fmt(s.get(best))}"] + [
                          f"{fmt(s['by_team_size'][str(k)].get(f'time_to_{tag}_score_s'), 'never')} "
@@ -152,7 +153,7 @@ def _scaling_lines(exp: ExperimentConfig, tables: dict[str, list[dict]], summari
 
 def latency_to_score_rows(tables: dict[str, list[dict]], reference: list[dict] | None,
                           targets: tuple[float, ...]) -> list[list]:
-    """[who, team size, time to each target ('never' off the grid)] for every arm and team size."""
+    """[who, team size, time to each target ('never': not by the largest limit)] for every arm and team size."""
     cell = lambda rows, k, t: fmt(time_to_score(rows, k, t), "never")  # noqa: E731
     out = [["perfect scripted single", 1] + [cell(reference, 1, t) for t in targets]] if reference else []
     return out + [[arm, k] + [cell(rows, k, t) for t in targets]

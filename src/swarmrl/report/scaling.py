@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from swarmrl.report.plots import rolling_mean, series, steps
-from swarmrl.scaling.scale import curve
+from swarmrl.scaling.scale import curve, steps_of
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -25,15 +25,14 @@ def _save(fig: Figure, path: Path) -> Path:
 def plot_score_vs_latency(rows: list[dict], path: Path, title: str = "score vs latency budget",
                           marks_s: dict[str, float] | None = None, key: str = "score_mean",
                           reference: list[dict] | None = None) -> Path:
-    """One curve per team size: the collective test-time scaling plot (+ a reference single agent)."""
+    """One curve per team size: the collective test-time scaling plot (+ a reference single agent).
+    The score is drawn as its exact step curve where the rows carry it (dots: the grid's limits)."""
     fig = Figure(figsize=(8.5, 4.5))
     ax = fig.add_subplot()
     if reference:
-        x, y = curve(reference, 1, key)
-        ax.plot(x, y, color="black", ls="--", lw=1.2, label="perfect scripted single agent")
+        _draw(ax, reference, 1, key, color="black", ls="--", lw=1.2, label="perfect scripted single agent")
     for i, k in enumerate(sorted({r["team_size"] for r in rows})):
-        x, y = curve(rows, k, key)
-        ax.plot(x, y, marker="o", ms=3, color=f"C{i % 10}", label=f"team {k}" if k > 1 else "single agent")
+        _draw(ax, rows, k, key, marker="o", ms=3, color=f"C{i % 10}", label=f"team {k}" if k > 1 else "single agent")
     single = [r[key] for r in rows if r["team_size"] == 1]
     if single:
         ax.axhline(max(single), color="gray", lw=0.8, ls=":", label="single agent's best")
@@ -47,6 +46,17 @@ def plot_score_vs_latency(rows: list[dict], path: Path, title: str = "score vs l
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: curves fill the box
     ax.set_title(title)
     return _save(fig, path)
+
+
+def _draw(ax, rows: list[dict], team_size: int, key: str, marker: str = "", ms: float = 0, **style) -> None:
+    x, y = curve(rows, team_size, key)
+    exact = steps_of(rows, team_size) if key == "score_mean" else None
+    if exact is None:
+        ax.plot(x, y, marker=marker, ms=ms, **style)
+        return
+    ax.step([t for t, _ in exact] + [x[-1]], [s for _, s in exact] + [y[-1]], where="post", **style)
+    if marker:
+        ax.plot(x, y, ls="none", marker=marker, ms=ms, color=style.get("color"))
 
 
 def plot_tokens_vs_latency(rows: list[dict], path: Path, title: str = "token budget vs latency") -> Path:

@@ -29,7 +29,7 @@ import numpy as np
 
 from swarmrl.config import Config, ConfigError
 from swarmrl.config_checks import eval_cap
-from swarmrl.diagnostics.collective import at_limit, snapshot_metrics, token_counter
+from swarmrl.diagnostics.collective import at_limit, score_steps, snapshot_metrics, token_counter
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
 from swarmrl.policy.sharing import PolicySet, tokenizer_of
@@ -115,9 +115,17 @@ def run_scaling(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log=pr
     rows = []
     for k in spec.team_sizes:
         mine = [r for r, s in zip(rollouts, sizes) if s == k]
-        for L in spec.time_limits_s:
-            rows.append({"team_size": k, "time_limit_s": L, "problems": len(mine), "prestaffed": spec.prestaffed,
-                         "greedy": spec.greedy, **snapshot_metrics([at_limit(r, L, count) for r in mine])})
+        rows += _grid_rows(mine, spec, count, {"team_size": k, "prestaffed": spec.prestaffed, "greedy": spec.greedy})
+    return rows
+
+
+def _grid_rows(rollouts: list, spec: ScaleSpec, count, head: dict) -> list[dict]:
+    """One row per limit of the grid for one team's rollouts. The row at the horizon also holds
+    the exact score-versus-limit steps up to it (`score_steps`, read by `time_to_score`): the grid
+    only brackets a crossing, and a coarse grid reads it late."""
+    rows = [{**head, "time_limit_s": L, "problems": len(rollouts), **snapshot_metrics([at_limit(r, L, count) for r in rollouts])}
+            for L in spec.time_limits_s]
+    rows[-1]["score_steps"] = [[t, s] for t, s in score_steps(rollouts, spec.time_limits_s[-1])]
     return rows
 
 
@@ -140,9 +148,7 @@ def scripted_solo_rows(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec)
     rollouts = [runtime.new_rollout(i, i, p, max(spec.time_limits_s), 0) for i, p in enumerate(probs)]
     actor = scripts.org_actor(tokenizer, base.end_id, {i: scripts.solo_strategy() for i in range(len(probs))})
     runtime.run(rollouts, actor, seed=0)
-    count = token_counter(tokenizer)
-    return [{"team_size": 1, "time_limit_s": L, "problems": len(rollouts), "actor": "scripted_solo",
-             **snapshot_metrics([at_limit(r, L, count) for r in rollouts])} for L in spec.time_limits_s]
+    return _grid_rows(rollouts, spec, token_counter(tokenizer), {"team_size": 1, "actor": "scripted_solo"})
 
 
 # --------------------------------------------------------------------------- the table
@@ -154,16 +160,27 @@ def curve(rows: list[dict], team_size: int, key: str = "score_mean") -> tuple[li
     return [L for L, _ in got], [v for _, v in got]
 
 
-def time_to_score(rows: list[dict], team_size: int, target: float, tol: float = 1e-9) -> float | None:
-    """The smallest limit of the grid at which `team_size` scores >= target; None if it never does."""
-    for L, s in zip(*curve(rows, team_size)):
+def steps_of(rows: list[dict], team_size: int) -> list[list[float]] | None:
+    """The exact [time, mean score] steps of one team size, up to its horizon (None: rows without them)."""
+    return next((r["score_steps"] for r in rows if r["team_size"] == team_size and "score_steps" in r), None)
+
+
+def time_to_score(rows: list[dict], team_size: int, target: float, tol: float = 1e-9,
+                  grid: bool = False) -> float | None:
+    """The smallest limit at which `team_size` scores >= target; None if it never does (up to the
+    horizon). Exact when its rows carry `score_steps` (run_scaling's do): the time of the solve
+    that brings the mean score to the target. Otherwise, or with `grid`, the smallest grid limit."""
+    steps = steps_of(rows, team_size)
+    points = curve(rows, team_size) if grid or steps is None else ([t for t, _ in steps], [s for _, s in steps])
+    for L, s in zip(*points):
         if s >= target - tol:
             return L
     return None
 
 
 def summarize(rows: list[dict], reference: list[dict] | None = None) -> dict:
-    """Single-agent best score, and per team size its time-to-single-agent-score and the tokens spent.
+    """Single-agent best score, and per team size its time-to-single-agent-score (exact, and the
+    grid limit that first meets it) and the tokens spent by that grid limit.
 
     The single agent is team size 1 from the same policy; its "best score" is its maximum over
     the grid, and it too has a time to reach it (the baseline the teams are compared with).
@@ -184,15 +201,15 @@ def summarize(rows: list[dict], reference: list[dict] | None = None) -> dict:
         for tag, target in (("single_agent", best), ("reference", ref_best)):
             if target is None:
                 continue
-            t = time_to_score(rows, k, target)
-            row = next((r for r in rows if r["team_size"] == k and r["time_limit_s"] == t), None)
-            entry[f"time_to_{tag}_score_s"] = t
+            # Tokens are read at the first grid limit where the target is met (the row there).
+            on_grid = time_to_score(rows, k, target, grid=True)
+            row = next((r for r in rows if r["team_size"] == k and r["time_limit_s"] == on_grid), None)
+            entry[f"time_to_{tag}_score_s"] = time_to_score(rows, k, target)
+            entry[f"grid_time_to_{tag}_score_s"] = on_grid
             entry[f"tokens_at_{tag}_score"] = row["total_tokens_per_rollout"] if row else None
-        # Kept for the plain single-agent comparison under its short name.
-        entry["tokens_at_that_limit"] = entry.get("tokens_at_single_agent_score")
-        entry["generated_tokens_at_that_limit"] = next(
-            (r["generated_tokens_per_rollout"] for r in rows
-             if r["team_size"] == k and r["time_limit_s"] == entry.get("time_to_single_agent_score_s")), None)
+            if tag == "single_agent":  # kept for the plain single-agent comparison under short names
+                entry["tokens_at_that_limit"] = entry["tokens_at_single_agent_score"]
+                entry["generated_tokens_at_that_limit"] = row["generated_tokens_per_rollout"] if row else None
         out["by_team_size"][str(k)] = entry
     return out
 
