@@ -132,8 +132,9 @@ def test_summary_against_a_reference_single_agent():
 
 def test_scripted_solo_reference_is_a_perfect_single_agent():
     from swarmrl.scaling.scale import scripted_solo_rows
-    cfg = load_config(TINY, [])
-    cfg = load_config(TINY, ["sampler.max_turns_per_agent=12"])  # take + 4 items + done
+    # 3 turns: the policies' loop guard would stop a single agent after 2 of its 4 items (a turn
+    # takes them, one solves each); the script is bounded by time alone
+    cfg = load_config(TINY, ["sampler.max_turns_per_agent=3"])
     rows = scripted_solo_rows(cfg, build_tiny_policy(cfg.model), ScaleSpec([1], [1.0, 30.0], problems=3))
     assert [r["time_limit_s"] for r in rows] == [1.0, 30.0]
     assert rows[0]["score_mean"] < 1.0 and rows[1]["score_mean"] == 1.0  # every item, given the time

@@ -19,6 +19,7 @@ starts with k - 1 experts already hired.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import time
@@ -136,6 +137,11 @@ def scripted_solo_rows(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec)
     Why: a policy's own team-size-1 play can be weak or degenerate (a checkpoint that hires when
     its header says `alone` scores 0), which would make any team look good. The best
     a single agent of this action format could do is the comparison that cannot be gamed.
+
+    Only time bounds it: the per-agent turn cap (sampler.max_turns_per_agent) is a loop guard
+    for policies, and a script does not loop, so it gets turns for every item. Under the cap a
+    single agent that spends a turn per item cannot finish a problem with as many items as turns
+    (the default: 12 of each), and its "best score" would be the cap's, not the clock's.
     """
     spec = check_spec(cfg, spec)
     base = policy.base if isinstance(policy, PolicySet) else policy  # per-role policies share the base's tokens
@@ -145,6 +151,8 @@ def scripted_solo_rows(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec)
     if scripts is None:
         raise ConfigError(f"task {cfg.task.name!r} has no scripted demonstrations: no scripted single agent to compare with")
     probs = eval_problems(cfg, task, spec.problems)
+    turns = max(runtime.limits.max_turns_per_agent, 2 * max(p.num_items for p in probs) + 2)  # never binds
+    runtime.limits = dataclasses.replace(runtime.limits, max_turns_per_agent=turns)
     rollouts = [runtime.new_rollout(i, i, p, max(spec.time_limits_s), 0) for i, p in enumerate(probs)]
     actor = scripts.org_actor(tokenizer, base.end_id, {i: scripts.solo_strategy() for i in range(len(probs))})
     runtime.run(rollouts, actor, seed=0)
