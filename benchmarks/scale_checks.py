@@ -12,6 +12,9 @@ For each trained grid (a directory holding `scaling.json` and the `scripted_solo
   give only the first grid limits, and `reach_ratio_bounds` is what they leave open: each
   crossing lies between the limit before it and its own, so the true ratio lies between (team's
   limit before) / (agent's limit) and (team's limit) / (agent's limit before);
+- `reach_ratio_by_score` (exact grids only): the same ratio at scores 0.25, 0.5, 0.75 and 0.9 on
+  the agent's way to its best, so a team that is fast at every level but never reaches the agent's best (it makes a
+  mistake the script never does) shows both;
 - `worst_minus_warm_start`: for teams of 1, 2 and 4, the lowest score difference to the warm
   start's grid over every limit (both grids must share team sizes and limits).
 
@@ -28,9 +31,10 @@ import json
 import sys
 from pathlib import Path
 
-from swarmrl.scaling.scale import time_to_score
+from swarmrl.scaling.scale import steps_of, time_to_score
 
 SMALL_TEAMS = (1, 2, 4)
+SCORE_LEVELS = (0.25, 0.5, 0.75, 0.9)  # reach_ratio_by_score: where on the way to its best
 
 
 def _rows(path: Path) -> list[dict]:
@@ -70,6 +74,7 @@ def checks(run: Path, warm_start: Path) -> dict:
         bounds = [_limit_before(rows, first, reached[first]) / solo_at,
                   reached[first] / max(_limit_before(solo, 1, solo_at), 1e-9)]
     return {
+        "reach_ratio_by_score": _ratios_by_score(rows, solo, teams) if exact else None,
         "tightest_limit_s": tight, "best_team": best, "items": items,
         "perfect_single_items": perfect, "x_perfect": items / perfect,
         "own_single_items": _cell(rows, 1, tight, "useful_work"),
@@ -84,6 +89,17 @@ def checks(run: Path, warm_start: Path) -> dict:
     }
 
 
+def _ratios_by_score(rows: list[dict], solo: list[dict], teams: list[int]) -> dict[str, float | None]:
+    """At each score of SCORE_LEVELS the perfect single agent reaches, and at its best: the first
+    time some team of 2 or more reaches it over the agent's time (None: no team does by the horizon)."""
+    best = steps_of(solo, 1)[-1][1]
+    out = {}
+    for score in [x for x in SCORE_LEVELS if x < best] + [best]:
+        got = [t for n in teams if n > 1 and (t := time_to_score(rows, n, score)) is not None]
+        out[f"{score:.3g}"] = min(got) / time_to_score(solo, 1, score) if got else None
+    return out
+
+
 def _line(name: str, c: dict) -> str:
     if not c["reach_ratio"]:
         reach = "never"
@@ -93,6 +109,9 @@ def _line(name: str, c: dict) -> str:
     else:
         reach = (f"{c['team_reaches_at_s']:g} s ({c['reach_ratio']:.2f}x; the grid brackets it in "
                  f"{c['reach_ratio_bounds'][0]:.3f}-{c['reach_ratio_bounds'][1]:.3f}x)")
+    if c.get("reach_ratio_by_score"):
+        reach += " | by the agent's scores: " + " ".join(
+            f"{k}:{'never' if v is None else f'{v:.2f}x'}" for k, v in c["reach_ratio_by_score"].items())
     worst = " ".join(f"{v:+.3f}" for v in c["worst_minus_warm_start"].values())
     return (f"{name}: at {c['tightest_limit_s']:g} s team {c['best_team']} solves {c['items']:.2f} = "
             f"{c['x_perfect']:.2f}x perfect, {c['x_own']:.2f}x own | reaches {c['perfect_single_best_score']:.3f} "

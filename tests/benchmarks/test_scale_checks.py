@@ -62,6 +62,9 @@ def test_an_exact_reach_ratio_from_the_score_steps(tmp_path):
     assert c["team_reaches_at_s"] == 6.3 and c["perfect_single_reaches_at_s"] == 16.2
     assert c["reach_ratio"] == pytest.approx(6.3 / 16.2)
     assert "(0.389x, exact)" in scale_checks._line("run", c)
+    # the agent reaches 0.25 and 0.5 at 9 s, 0.75 and its best 0.9 at 16.2 s; the team all at 6.3 s
+    assert c["reach_ratio_by_score"] == {"0.25": pytest.approx(0.7), "0.5": pytest.approx(0.7),
+                                         "0.75": pytest.approx(6.3 / 16.2), "0.9": pytest.approx(6.3 / 16.2)}
 
 
 def test_a_missing_grid_cell_is_an_error(tmp_path):
