@@ -51,7 +51,7 @@ def write_report(out: Path, cfg: Config, exp: ExperimentConfig, runs: dict[str, 
     L += _scaling_lines(exp, tables, summaries, tight, loose)
     L += ["## Latency to reach a score\n",
           "The same question at fixed scores below everyone's best (the sources' \"a single agent needs k times "
-          "the time\"): the smallest budget (simulated s) at which each agent or team first reaches the score.\n",
+          "the time\"): the latency (simulated s, exact) at which each agent or team first reaches the score.\n",
           md_table(["who", "team size"] + [f"to {t:g}" for t in SCORE_TARGETS],
                    latency_to_score_rows(tables, reference, SCORE_TARGETS)), ""]
     L += [f"## Training: first vs last {w} steps\n",
@@ -102,7 +102,7 @@ def _check_lines(cfg: Config, checks: dict, tight: float, w: int) -> list[str]:
         ["none: neither rises as much (messages ratio, share change)",
          _none_text(checks), all(checks.get("check_none_rises_less", {}).values()) if "check_none_rises_less" in checks else None],
         ["time_limit: a team reaches the single agent's best score sooner",
-         ", ".join(f"{k}: {fmt(v, 'never')} s" for k, v in tl["time_to_single_agent_score_s"].items()),
+         ", ".join(f"{k}: {_seconds(v)}" for k, v in tl["time_to_single_agent_score_s"].items()),
          checks["check_team_reaches_single_best_sooner"]]]
     if "items_reference_at_tight" in tl:
         rows += [
@@ -111,8 +111,8 @@ def _check_lines(cfg: Config, checks: dict, tight: float, w: int) -> list[str]:
              f" = {fmt(tl['items_ratio_best_team_vs_reference_at_tight'])}x", checks["check_items_3x_reference_at_tight"]],
             ["(vs the perfect scripted single agent) a team reaches its best score in <= 0.4x its time",
              f"it needs {fmt(tl['reference_time_to_its_best_s'])} s for {fmt(tl['reference_best_score'])}; teams: "
-             + ", ".join(f"{k}: {fmt(v, 'never')} s" for k, v in tl["time_to_reference_score_s"].items() if k > 1)
-             + f" (best: {fmt(tl.get('latency_ratio_best_team_vs_reference'), 'n/a')}x)",
+             + ", ".join(f"{k}: {_seconds(v)}" for k, v in tl["time_to_reference_score_s"].items() if k > 1)
+             + f" (best: {_times(tl.get('latency_ratio_best_team_vs_reference'))})",
              checks["check_team_reaches_reference_best_at_0.4x"]]]
     return [md_table(["check", "measured", "holds"], rows + _other_single_rows(checks)), "",
             "Team size 1 is the trained checkpoint playing alone (header `alone`); the perfect scripted single agent "
@@ -149,6 +149,14 @@ def _scaling_lines(exp: ExperimentConfig, tables: dict[str, list[dict]], summari
                       for who, tag, best in (("own single agent", "single_agent", "single_agent_best_score"),
                                              ("perfect scripted single agent", "reference", "reference_single_best_score"))
                       if s.get(best) is not None]), ""]
+
+
+def _seconds(v: float | None) -> str:
+    return "never" if v is None else f"{fmt(v)} s"
+
+
+def _times(v: float | None) -> str:
+    return "none reaches it" if v is None else f"{fmt(v)}x"
 
 
 def latency_to_score_rows(tables: dict[str, list[dict]], reference: list[dict] | None,
