@@ -217,7 +217,7 @@ def _tokens(v: float | None) -> str:
 
 
 def cmd_experiment(args, console: Console) -> int:
-    from swarmrl.experiments.latency_shaping import load_experiment, run_experiment
+    from swarmrl.experiments.latency_shaping import load_experiment, rewrite_report, run_experiment
     known = {"latency-shaping": "experiments/latency_shaping.yaml", "division": "experiments/division.yaml",
              "credit": "experiments/credit.yaml"}
     if args.name not in known:
@@ -226,8 +226,11 @@ def cmd_experiment(args, console: Console) -> int:
     read_yaml(path)  # unreadable or malformed YAML: an error naming the file
     exp = load_experiment(path, args.overrides)
     out = Path(args.out or f"runs/{args.name.replace('-', '_')}")
-    report = run_experiment(exp, out, resolve_config, init=Path(args.init) if args.init else None,
-                            log=console.print)
+    if args.report_only:
+        report = rewrite_report(exp, out, resolve_config)
+    else:
+        report = run_experiment(exp, out, resolve_config, init=Path(args.init) if args.init else None,
+                                log=console.print)
     console.print(f"report: {report}")
     return 0
 
@@ -329,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="experiment YAML (default configs/experiments/<name>.yaml)")
     p.add_argument("--out", help="output directory (default runs/<name>)")
     p.add_argument("--init", help="warm start dir shared by the arms (default: the cached warm start)")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite report.md and summary.json from a finished --out, running no model")
     p.set_defaults(fn=cmd_experiment)
     p = sub.add_parser("sweep", help="train a grid (workflow x sharing x model x seed) and tabulate it")
     p.add_argument("grid", help="grid YAML, e.g. configs/sweeps/workflow_grid.yaml")

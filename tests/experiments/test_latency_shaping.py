@@ -108,7 +108,7 @@ def test_cli_scale_bad_input(tmp_path, capsys):
 def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path):
     """Two arms x 2 steps on the tiny config from an untrained tiny model: every artifact is
     written, the report carries the checks, and a second invocation reuses the trained arms."""
-    from swarmrl.experiments.latency_shaping import ExperimentConfig, run_experiment
+    from swarmrl.experiments.latency_shaping import ExperimentConfig, rewrite_report, run_experiment
     from swarmrl.policy.model import build_tiny_policy, save_policy
     from swarmrl.scaling.scale import ScaleSpec
 
@@ -135,6 +135,14 @@ def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path)
     metrics = (out / "arms" / "time_limit" / "metrics.jsonl").read_text()
     run_experiment(exp, out, resolve_config, init=init, log=lambda *a: None)  # resumes: arms are done
     assert (out / "arms" / "time_limit" / "metrics.jsonl").read_text() == metrics
+    # --report-only: the same report and summary from disk, the first invocation's wall time kept
+    text, summary = report.read_text(), (out / "summary.json").read_text()
+    (out / "report.md").unlink()
+    assert rewrite_report(exp, out, resolve_config) == report
+    assert report.read_text() == text and (out / "summary.json").read_text() == summary
+    (out / "scaling" / "none.json").unlink()
+    with pytest.raises(ConfigError, match=r"not a finished run.*none.json.*without --report-only"):
+        rewrite_report(exp, out, resolve_config)
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs" / "experiments").glob("*.yaml")), ids=lambda p: p.stem)

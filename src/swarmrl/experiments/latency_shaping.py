@@ -198,8 +198,7 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
     torch.set_num_threads(base.run.threads)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    # Both curriculum ends must be on the grid: the checks are read at them.
-    exp.scale.time_limits_s = sorted(set(exp.scale.time_limits_s) | {base.time_limit.start, base.time_limit.end})
+    _add_curriculum_ends(exp, base)
     init = Path(init) if init else warm_start(base, log=log)
     runs: dict[str, list[dict]] = {}
     for i, (arm, cfg) in enumerate(cfgs.items()):
@@ -207,7 +206,7 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
         log(f"[{i + 1}/{len(cfgs)}] train arm {arm!r}: {cfg.rl.steps} steps, shaping {cfg.shaping.mode} -> {run_dir}")
         if not (run_dir / "final").exists():
             train(cfg, run_dir, init_policy=init, log=log, overwrite=True)
-        runs[arm] = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        runs[arm] = _metrics(run_dir)
     tables, summaries = {}, {}
     policy = load_policy(init)
     reference = scripted_solo_rows(base, policy, exp.scale)
@@ -221,13 +220,51 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
         plot_score_vs_latency(rows, out / "scaling" / f"{arm}_score_vs_latency.png", f"{arm}: score vs latency budget",
                               {"tight": base.time_limit.start, "loose": base.time_limit.end}, reference=reference)
         plot_tokens_vs_latency(rows, out / "scaling" / f"{arm}_tokens_vs_latency.png", f"{arm}: tokens per rollout")
-    checks = compute_checks(base, runs, tables, summaries, reference)
     # Training time from the arms' own step timings: a resumed invocation (arms already trained)
     # would otherwise report only the scaling evaluations' minutes as the experiment's cost.
     info = {"init": str(init), "wall_s": time.perf_counter() - t0,
             "train_s": {arm: float(sum(r.get("step_s", 0.0) for r in rows)) for arm, rows in runs.items()}}
+    report = _write(out, exp, cfgs, runs, tables, summaries, reference, info)
+    log(f"report: {report}  (wall time {info['wall_s']:.0f} s)")
+    return report
+
+
+def _add_curriculum_ends(exp: ExperimentConfig, base: Config) -> None:
+    """Both curriculum ends must be on the grid: the checks are read at them."""
+    exp.scale.time_limits_s = sorted(set(exp.scale.time_limits_s) | {base.time_limit.start, base.time_limit.end})
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+
+
+def _write(out: Path, exp: ExperimentConfig, cfgs: dict[str, Config], runs: dict[str, list[dict]],
+           tables: dict[str, list[dict]], summaries: dict[str, dict], reference: list[dict], info: dict) -> Path:
+    """The checks, `report.md` with its figures, and `summary.json`."""
+    base = next(iter(cfgs.values()))
+    checks = compute_checks(base, runs, tables, summaries, reference)
     report = write_report(out, base, exp, runs, tables, summaries, checks, info, reference)
     (out / "summary.json").write_text(json.dumps({"checks": checks, "summaries": summaries, **info,
                                                   "arms": {a: c.to_dict() for a, c in cfgs.items()}}, indent=2))
-    log(f"report: {report}  (wall time {info['wall_s']:.0f} s)")
     return report
+
+
+def rewrite_report(exp: ExperimentConfig, out: Path, resolve) -> Path:
+    """`report.md`, its figures and `summary.json` again from what `run_experiment` left in `out`
+    (the arms' metrics, the scaling tables, the first invocation's timings), running no model:
+    for a report whose code changed since, in seconds instead of the experiment's minutes."""
+    out = Path(out)
+    cfgs = arm_configs(exp, resolve)
+    base = next(iter(cfgs.values()))
+    _add_curriculum_ends(exp, base)
+    needed = [out / "summary.json", out / "scaling" / f"{REF}.json"] + [out / "scaling" / f"{a}.json" for a in [WARM, *cfgs]] \
+        + [out / "arms" / a / "metrics.jsonl" for a in cfgs]
+    if missing := [str(p) for p in needed if not p.exists()]:
+        raise ConfigError(f"{out} is not a finished run of this experiment (missing: {', '.join(missing)}); "
+                          "run it without --report-only first")
+    old = json.loads((out / "summary.json").read_text())
+    runs = {a: _metrics(out / "arms" / a) for a in cfgs}
+    reference = json.loads((out / "scaling" / f"{REF}.json").read_text())["rows"]
+    tables = {a: json.loads((out / "scaling" / f"{a}.json").read_text())["rows"] for a in [WARM, *cfgs]}
+    summaries = {a: summarize(rows, reference) for a, rows in tables.items()}
+    return _write(out, exp, cfgs, runs, tables, summaries, reference, {k: old[k] for k in ("init", "wall_s", "train_s")})
