@@ -30,8 +30,9 @@ def measure(config: str, overrides: list[str], time_limit: float, problems: int)
     seconds = time.perf_counter() - t0
     stats = json.loads((model_dir / "warmstart.json").read_text())
     m = api.evaluate(model_dir, time_limit=time_limit, problems=problems, config=cfg)
-    # `train_seconds` is the warm start's own clock when it was trained, so a cached recipe keeps it
-    return {"overrides": overrides, "seconds": round(seconds, 1), "train_seconds": round(stats["seconds"], 1),
+    # `train_seconds` is the warm start's own clock when it was trained, so a cached recipe keeps it.
+    # Unrounded: a tiny config trains in hundredths of a second, which one decimal would read as 0.
+    return {"overrides": overrides, "seconds": seconds, "train_seconds": stats["seconds"],
             "cached": seconds < stats["seconds"],
             "final_loss": stats["final_loss"], "score": m["score_mean"], "item_accuracy": m["accuracy"],
             "items": m["useful_work"], "team_size": m["team_size_mean"], "warm_start": model_dir.name}
