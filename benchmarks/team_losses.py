@@ -1,0 +1,98 @@
+"""Where a trained team's lost items go: the team of a run, on the scaling grid's held-out
+problems, up to a horizon; every item it does not solve, by cause.
+
+    .venv/bin/python benchmarks/team_losses.py RUN [--greedy] [--team-size 9] [--problems 48] [--horizon 20] [--json OUT]
+
+It batches team sizes 1, 2, 4, 8 and the team size, as `swarmrl scale RUN --team-sizes
+1,2,4,8,9` does, so the rollouts are the grid's own draws (a turn's seed includes its rollout's
+index in the batch). Causes, for each item not solved by the horizon:
+
+- `wrong: own work`: answered wrong, and its author held the right value of the item's
+  dependency (or it has none);
+- `wrong: dependency value`: answered wrong by an agent that held a wrong value of the
+  dependency (from a wrong post, say);
+- `never answered (...)`: nobody submitted it, split by whether it has a dependency and whether
+  that was solved, and by how the rollout ended (`idle`: every agent waiting or done).
+
+Also counted: values posted as `X=v` in messages, and how many of them were wrong. Arith only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from swarmrl.build import eval_problems, make_runtime, place_policy
+from swarmrl.collective.grading import parse_label
+from swarmrl.config import load_config
+from swarmrl.policy.actor import LLMActor
+from swarmrl.rl.loop import load_trained_policy
+
+POSTED = re.compile(r"\b([A-Z]+)=(\d+)")
+
+
+def losses(rollouts: list) -> Counter:
+    """Lost items by cause, and posted values (module docstring), over arith rollouts."""
+    c: Counter = Counter()
+    for r in rollouts:
+        items = {it.index: it for it in r.problem.items}
+        for m in r.bus.messages:
+            for lab, v in POSTED.findall(m.text):
+                if (i := parse_label(lab)) in items:
+                    c["posted values"] += 1
+                    c["posted values, wrong"] += int(v) != items[i].answer
+        answered = set()
+        for s in r.submissions:
+            answered.add(s["item"])
+            if s["correct"] or s.get("status") == "not_graded":
+                continue
+            dep = items[s["item"]].dep
+            held = r.agents[s["agent"]].known.get(dep) if dep is not None else None
+            misled = held is not None and held != str(items[dep].answer)
+            c["wrong: dependency value" if misled else "wrong: own work"] += 1
+        for i, it in items.items():
+            if i not in r.solved and i not in answered:
+                why = "no dependency" if it.dep is None else (
+                    "dependency solved" if it.dep in r.solved else "dependency lost")
+                c[f"never answered ({why}; rollout ended {r.end_reason})"] += 1
+    return c
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--greedy", action="store_true")
+    ap.add_argument("--team-size", type=int, default=9)
+    ap.add_argument("--problems", type=int, default=48)
+    ap.add_argument("--horizon", type=float, default=20.0, help="simulated seconds")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    cfg = load_config(args.run / "config.yaml", [])
+    policy, _ = load_trained_policy(args.run)
+    torch.set_num_threads(cfg.run.threads)
+    runtime, task = make_runtime(cfg, policy.tokenizer)
+    probs = eval_problems(cfg, task, args.problems)
+    sizes = sorted({1, 2, 4, 8, args.team_size})
+    rollouts = [runtime.new_rollout(n, n, p, args.horizon, k - 1)
+                for n, (k, p) in enumerate((k, p) for k in sizes for p in probs)]
+    place_policy(cfg, policy, role="eval")
+    runtime.run(rollouts, LLMActor.from_config(cfg.sampler, policy, greedy=args.greedy), seed=cfg.task.eval_seed)
+    team = rollouts[sizes.index(args.team_size) * len(probs):][:len(probs)]
+    counts = losses(team)
+    out = {"run": str(args.run), "greedy": args.greedy, "team_size": args.team_size, "problems": len(probs),
+           "horizon_s": args.horizon, "score_mean": sum(r.score for r in team) / len(team),
+           "items_lost": sum(r.problem.num_items - len(r.solved) for r in team), "causes": dict(counts)}
+    print(json.dumps(out, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""benchmarks/team_losses.py: every lost item by cause, on a hand-made rollout."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("team_losses", ROOT / "benchmarks" / "team_losses.py")
+team_losses = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(team_losses)
+
+
+def _rollout():
+    # A=1, B=A+.. (dep A) answer 5, C (dep A) answer 7, D answer 2, E (dep D) answer 3, F answer 4
+    items = [NS(index=1, dep=None, answer=1), NS(index=2, dep=1, answer=5), NS(index=3, dep=1, answer=7),
+             NS(index=4, dep=None, answer=2), NS(index=5, dep=4, answer=3), NS(index=6, dep=None, answer=4)]
+    subs = [{"agent": "e1", "item": 1, "correct": True},
+            {"agent": "e2", "item": 2, "correct": False},   # held A=2 (the wrong post): misled
+            {"agent": "e3", "item": 3, "correct": False},   # held A=1: its own mistake
+            {"agent": "e4", "item": 4, "correct": False},   # no dependency: its own mistake
+            {"agent": "e1", "item": 4, "correct": False, "status": "not_graded"}]  # after the graded one
+    agents = {"e1": NS(known={1: "1"}), "e2": NS(known={1: "2"}), "e3": NS(known={1: "1"}), "e4": NS(known={})}
+    msgs = [NS(text="A=2"), NS(text="done: D=2 F=9")]  # 3 posted values, A and F wrong
+    return NS(problem=NS(items=items), bus=NS(messages=msgs), submissions=subs, agents=agents,
+              solved={1: 1.0}, end_reason="idle")
+
+
+def test_losses_by_hand():
+    c = team_losses.losses([_rollout()])
+    assert c["posted values"] == 3 and c["posted values, wrong"] == 2
+    assert c["wrong: dependency value"] == 1 and c["wrong: own work"] == 2
+    # E (its dependency D lost) and F (no dependency) were never answered
+    assert c["never answered (dependency lost; rollout ended idle)"] == 1
+    assert c["never answered (no dependency; rollout ended idle)"] == 1
+    assert sum(v for k, v in c.items() if not k.startswith("posted")) == 5  # the 5 unsolved items
