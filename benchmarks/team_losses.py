@@ -12,7 +12,9 @@ index in the batch). Causes, for each item not solved by the horizon:
 - `wrong: dependency value`: answered wrong by an agent that held a wrong value of the
   dependency (from a wrong post, say);
 - `never answered (...)`: nobody submitted it, split by whether it has a dependency and whether
-  that was solved, and by how the rollout ended (`idle`: every agent waiting or done).
+  that was solved (and its value posted), by who held it at the end and in what state (waiting for a message, done,
+  fired, cut) or whether it was on nobody's desk, and by how the rollout ended (`idle`: every
+  agent waiting or done).
 
 Also counted: values posted as `X=v` in messages, and how many of them were wrong. Arith only.
 """
@@ -42,9 +44,11 @@ def losses(rollouts: list) -> Counter:
     c: Counter = Counter()
     for r in rollouts:
         items = {it.index: it for it in r.problem.items}
+        posted = set()
         for m in r.bus.messages:
             for lab, v in POSTED.findall(m.text):
                 if (i := parse_label(lab)) in items:
+                    posted.add(i)
                     c["posted values"] += 1
                     c["posted values, wrong"] += int(v) != items[i].answer
         answered = set()
@@ -59,9 +63,19 @@ def losses(rollouts: list) -> Counter:
         for i, it in items.items():
             if i not in r.solved and i not in answered:
                 why = "no dependency" if it.dep is None else (
-                    "dependency solved" if it.dep in r.solved else "dependency lost")
-                c[f"never answered ({why}; rollout ended {r.end_reason})"] += 1
+                    "dependency lost" if it.dep not in r.solved else
+                    f"dependency solved, its value {'posted' if it.dep in posted else 'never posted'}")
+                c[f"never answered ({why}; {_holder(r, i)}; rollout ended {r.end_reason})"] += 1
     return c
+
+
+def _holder(r, item: int) -> str:
+    """Who had the item on their desk when the rollout ended, and in what state."""
+    a = next((a for a in r.agents.values() if item in a.queue), None)
+    if a is None:
+        return "on nobody's desk"
+    state = "waiting for a message" if a.status == "active" and a.ready_at is None else a.status
+    return f"held by {a.role}, {state}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,26 +12,35 @@ team_losses = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(team_losses)
 
 
+def _agent(known, queue=(), status="done", ready_at=0.0):
+    return NS(known=known, queue=list(queue), role="expert", status=status, ready_at=ready_at)
+
+
 def _rollout():
-    # A=1, B=A+.. (dep A) answer 5, C (dep A) answer 7, D answer 2, E (dep D) answer 3, F answer 4
+    # A answer 1; B, C start from A (answers 5, 7); D answer 2; E starts from D (3); F answer 4;
+    # G answer 1, solved and never posted; H starts from G (2)
     items = [NS(index=1, dep=None, answer=1), NS(index=2, dep=1, answer=5), NS(index=3, dep=1, answer=7),
-             NS(index=4, dep=None, answer=2), NS(index=5, dep=4, answer=3), NS(index=6, dep=None, answer=4)]
+             NS(index=4, dep=None, answer=2), NS(index=5, dep=4, answer=3), NS(index=6, dep=None, answer=4),
+             NS(index=7, dep=None, answer=1), NS(index=8, dep=7, answer=2)]
     subs = [{"agent": "e1", "item": 1, "correct": True},
             {"agent": "e2", "item": 2, "correct": False},   # held A=2 (the wrong post): misled
             {"agent": "e3", "item": 3, "correct": False},   # held A=1: its own mistake
             {"agent": "e4", "item": 4, "correct": False},   # no dependency: its own mistake
             {"agent": "e1", "item": 4, "correct": False, "status": "not_graded"}]  # after the graded one
-    agents = {"e1": NS(known={1: "1"}), "e2": NS(known={1: "2"}), "e3": NS(known={1: "1"}), "e4": NS(known={})}
+    agents = {"e1": _agent({1: "1"}), "e2": _agent({1: "2"}), "e3": _agent({1: "1"}, queue=[8], status="active", ready_at=None),
+              "e4": _agent({}, queue=[5], status="idle")}
     msgs = [NS(text="A=2"), NS(text="done: D=2 F=9")]  # 3 posted values, A and F wrong
     return NS(problem=NS(items=items), bus=NS(messages=msgs), submissions=subs, agents=agents,
-              solved={1: 1.0}, end_reason="idle")
+              solved={1: 1.0, 7: 2.0}, end_reason="idle")
 
 
 def test_losses_by_hand():
     c = team_losses.losses([_rollout()])
     assert c["posted values"] == 3 and c["posted values, wrong"] == 2
     assert c["wrong: dependency value"] == 1 and c["wrong: own work"] == 2
-    # E (its dependency D lost) and F (no dependency) were never answered
-    assert c["never answered (dependency lost; rollout ended idle)"] == 1
-    assert c["never answered (no dependency; rollout ended idle)"] == 1
-    assert sum(v for k, v in c.items() if not k.startswith("posted")) == 5  # the 5 unsolved items
+    # E (its dependency D lost), F (no dependency) and H (G solved, its value never posted): never answered
+    assert c["never answered (dependency lost; held by expert, idle; rollout ended idle)"] == 1
+    assert c["never answered (no dependency; on nobody's desk; rollout ended idle)"] == 1
+    assert c["never answered (dependency solved, its value never posted; held by expert, waiting for a message; "
+             "rollout ended idle)"] == 1
+    assert sum(v for k, v in c.items() if not k.startswith("posted")) == 6  # the 6 unsolved items
