@@ -3,9 +3,9 @@ problems, up to a horizon; every item it does not solve, by cause.
 
     .venv/bin/python benchmarks/team_losses.py RUN [--greedy] [--team-size 9] [--problems 48] [--horizon 20] [--json OUT]
 
-It batches team sizes 1, 2, 4, 8 and the team size, as `swarmrl scale RUN --team-sizes
-1,2,4,8,9` does, so the rollouts are the grid's own draws (a turn's seed includes its rollout's
-index in the batch). Causes, for each item not solved by the horizon:
+It runs team sizes 1, 2, 4, 8 and the team size through `scaling.scale.scale_rollouts`, the
+batch `swarmrl scale RUN --team-sizes 1,2,4,8,9` reads its grid from, so the rollouts are the
+grid's own draws (a turn's seed includes its rollout's index in the batch). Causes, for each item not solved by the horizon:
 
 - `wrong: own work`: answered wrong, and its author held the right value of the item's
   dependency (or it has none);
@@ -30,11 +30,10 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.build import eval_problems, make_runtime, place_policy
 from swarmrl.collective.grading import parse_label
 from swarmrl.config import load_config
-from swarmrl.policy.actor import LLMActor
 from swarmrl.rl.loop import load_trained_policy
+from swarmrl.scaling.scale import ScaleSpec, check_spec, scale_rollouts
 
 POSTED = re.compile(r"\b([A-Z]+)=(\d+)")
 
@@ -90,16 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(args.run / "config.yaml", [])
     policy, _ = load_trained_policy(args.run)
     torch.set_num_threads(cfg.run.threads)
-    runtime, task = make_runtime(cfg, policy.tokenizer)
-    probs = eval_problems(cfg, task, args.problems)
-    sizes = sorted({1, 2, 4, 8, args.team_size})
-    rollouts = [runtime.new_rollout(n, n, p, args.horizon, k - 1)
-                for n, (k, p) in enumerate((k, p) for k in sizes for p in probs)]
-    place_policy(cfg, policy, role="eval")
-    runtime.run(rollouts, LLMActor.from_config(cfg.sampler, policy, greedy=args.greedy), seed=cfg.task.eval_seed)
-    team = rollouts[sizes.index(args.team_size) * len(probs):][:len(probs)]
+    spec = check_spec(cfg, ScaleSpec(sorted({1, 2, 4, 8, args.team_size}), [args.horizon], args.problems,
+                                     greedy=args.greedy))
+    team = scale_rollouts(cfg, policy, spec, log=lambda *a: None)[args.team_size]
     counts = losses(team)
-    out = {"run": str(args.run), "greedy": args.greedy, "team_size": args.team_size, "problems": len(probs),
+    out = {"run": str(args.run), "greedy": args.greedy, "team_size": args.team_size, "problems": len(team),
            "horizon_s": args.horizon, "score_mean": sum(r.score for r in team) / len(team),
            "items_lost": sum(r.problem.num_items - len(r.solved) for r in team), "causes": dict(counts)}
     print(json.dumps(out, indent=1))

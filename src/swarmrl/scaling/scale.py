@@ -95,11 +95,22 @@ def run_scaling(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log=pr
     """One row per (team size, time limit), sorted by team size then limit. `policy`: one model,
     or a run's per-role policies (policy.sharing isolated / isolated_full)."""
     spec = check_spec(cfg, spec)
+    by_size = scale_rollouts(cfg, policy, spec, log)
+    count = token_counter(tokenizer_of(policy))
+    rows = []
+    for k, mine in by_size.items():
+        rows += _grid_rows(mine, spec, count, {"team_size": k, "prestaffed": spec.prestaffed, "greedy": spec.greedy})
+    return rows
+
+
+def scale_rollouts(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log=print) -> dict[int, list]:
+    """The finished rollouts of a checked spec, by team size, run to its largest limit. Every team
+    size runs in one batch: rollouts are independent, and bigger batches are cheaper per turn. A
+    turn's seed includes its rollout's index in that batch, so any reader of these rollouts
+    (benchmarks/team_losses.py) sees exactly the draws the grid was read from."""
     horizon = max(spec.time_limits_s)
-    tokenizer = tokenizer_of(policy)
-    runtime, task = make_runtime(cfg, tokenizer)
+    runtime, task = make_runtime(cfg, tokenizer_of(policy))
     probs = eval_problems(cfg, task, spec.problems)
-    # Every team size in one batch: rollouts are independent, and bigger batches are cheaper per turn.
     rollouts, sizes = [], []
     for k in spec.team_sizes:
         for p in probs:
@@ -112,12 +123,7 @@ def run_scaling(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log=pr
     runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
     log(f"  scaling: {len(rollouts)} rollouts (team sizes {spec.team_sizes}, {spec.problems} problems, "
         f"up to {horizon:g} s) in {time.perf_counter() - t0:.0f}s")
-    count = token_counter(tokenizer)
-    rows = []
-    for k in spec.team_sizes:
-        mine = [r for r, s in zip(rollouts, sizes) if s == k]
-        rows += _grid_rows(mine, spec, count, {"team_size": k, "prestaffed": spec.prestaffed, "greedy": spec.greedy})
-    return rows
+    return {k: [r for r, s in zip(rollouts, sizes) if s == k] for k in spec.team_sizes}
 
 
 def _grid_rows(rollouts: list, spec: ScaleSpec, count, head: dict) -> list[dict]:
