@@ -15,11 +15,21 @@ board team (the CEO hires all T - 1 experts in one turn and works too) and hiera
 hires m managers, each hires its share of the rest: workflow.manager_hires), never wrong.
 
     .venv/bin/python benchmarks/scripted_ceilings.py --hierarchy 16,32,64 --items 64 --problems 16 --limits 4,6,8,12
+
+`--latency` asks how soon a team can reach each score of the perfect single agent (the
+latency check's ceiling): every strategy runs to `--horizon` s with turns for every item; per
+score, the fastest strategy's time over the single agent's; and the time by which every problem
+is solved when the fastest strategy is chosen for each problem with hindsight. Reported for the
+demonstrated strategies, and again with chain-aware ones added (the CEO takes the longest
+dependency chain and solves it itself), which the warm start never demonstrates.
+
+    .venv/bin/python benchmarks/scripted_ceilings.py --latency --json benchmarks/scripted_latency.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -27,10 +37,11 @@ import numpy as np
 
 from swarmrl.cli import DEMO_CONFIG, resolve_config
 from swarmrl.config import load_config
-from swarmrl.diagnostics.collective import at_limit, snapshot_metrics
+from swarmrl.diagnostics.collective import at_limit, score_steps, snapshot_metrics
 from swarmrl.policy.tokenizer import END, build_tokenizer
 from swarmrl.build import make_runtime
-from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy
+from swarmrl.scaling.scale import first_reach
+from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy, longest_chain
 
 
 def all_strategies(max_experts: int) -> list[Strategy]:
@@ -48,23 +59,29 @@ def hierarchy_strategies(team: int) -> list[Strategy]:
     return [Strategy(k, board=True, ceo_works=True)] + [Strategy(k, board=True, ceo_works=True, managers=m) for m in ms]
 
 
-def run_table(cfg, strategies: list[Strategy], problems: int, limits: list[float]) -> dict:
-    """Every strategy on the same held-out problems, never wrong: snapshot metrics at each limit."""
+def run_strategies(cfg, strategies: list[Strategy], problems: int, horizon: float,
+                   turns: int | None = None) -> dict[str, list]:
+    """Every strategy on the same held-out problems, never wrong, up to `horizon` s: its rollouts,
+    in problem order. `turns` overrides the per-agent turn cap (a script cannot loop)."""
     tok = build_tokenizer()
     runtime, task = make_runtime(cfg, tok)
+    if turns is not None:
+        runtime.limits = dataclasses.replace(runtime.limits, max_turns_per_agent=turns)
     probs = task.sample(np.random.default_rng(cfg.task.eval_seed), problems)
     rollouts, owner = [], {}
     for strat in strategies:
         for p in probs:
             i = len(rollouts)
-            rollouts.append(runtime.new_rollout(i, i, p, max(limits), strat.experts))
+            rollouts.append(runtime.new_rollout(i, i, p, horizon, strat.experts))
             owner[i] = strat
     runtime.run(rollouts, ScriptedActor(tok, tok.convert_tokens_to_ids(END), owner), seed=0)
-    table = {}
-    for strat in strategies:
-        mine = [r for r in rollouts if owner[r.index] is strat]
-        table[strat.label()] = {L: snapshot_metrics([at_limit(r, L) for r in mine]) for L in limits}
-    return table
+    return {strat.label(): [r for r in rollouts if owner[r.index] is strat] for strat in strategies}
+
+
+def run_table(cfg, strategies: list[Strategy], problems: int, limits: list[float]) -> dict:
+    """Every strategy on the same held-out problems, never wrong: snapshot metrics at each limit."""
+    runs = run_strategies(cfg, strategies, problems, max(limits))
+    return {name: {L: snapshot_metrics([at_limit(r, L) for r in mine]) for L in limits} for name, mine in runs.items()}
 
 
 def hierarchy(args, overrides: list[str], limits: list[float]) -> None:
@@ -88,6 +105,76 @@ def hierarchy(args, overrides: list[str], limits: list[float]) -> None:
                                                for t, tab in out.items()}, indent=1))
 
 
+def finish_times(runs: dict[str, list]) -> np.ndarray:
+    """[strategies, problems]: when each rollout solved its last item (inf: it never solved all)."""
+    return np.array([[max(r.solved.values()) if len(r.solved) == r.problem.num_items else np.inf for r in rs]
+                     for rs in runs.values()])
+
+
+def oracle_finish(T: np.ndarray) -> tuple[float, np.ndarray]:
+    """The fastest strategy chosen for each problem with hindsight. T: [strategies, problems]
+    finish times. Returns when every problem is solved (the max over problems of the min over
+    strategies; inf if no strategy solves some problem) and the per-problem minimum [problems]."""
+    per = T.min(axis=0)
+    return float(per.max()), per
+
+
+def chain_strategies(max_experts: int) -> list[Strategy]:
+    """Board teams whose CEO first takes the longest dependency chain and solves it itself: not
+    among the warm start's demonstrations (they never read the dependency graph)."""
+    return [Strategy(k, share=s, board=True, chain=True) for k in range(1, max_experts + 1)
+            for s in ("wait", "poll", "recompute")]
+
+
+def latency(args, overrides: list[str]) -> None:
+    """The `--latency` table: how soon the scripted strategies reach each score of the perfect
+    single agent, over that agent's time (the latency check's ceiling on this task and clock),
+    for the demonstrated strategies and with the chain-aware ones added."""
+    cfg = load_config(resolve_config(DEMO_CONFIG), overrides)
+    shown, chains = all_strategies(cfg.workflow.max_experts), chain_strategies(cfg.workflow.max_experts)
+    # Turns for every item, as `scripted_solo_rows` gives the single agent: a script cannot loop.
+    runs = run_strategies(cfg, shown + chains, args.problems, args.horizon, turns=2 * cfg.task.items_per_problem + 2)
+    steps = {name: score_steps(rs, args.horizon) for name, rs in runs.items()}
+    solo = steps[shown[0].label()]
+    best = solo[-1][1]
+    levels = [x for x in (float(v) for v in args.levels.split(",")) if x < best] + [best]
+    print(f"{args.problems} problems to {args.horizon:g} s, every strategy never wrong; the perfect single "
+          f"agent's best score {best:.3f} at {first_reach(solo, best):.3f} s")
+    out = {"horizon_s": args.horizon, "problems": args.problems, "single_best_score": best,
+           "single_levels_s": {f"{x:.4g}": first_reach(solo, x) for x in levels}}
+    for group, names in (("demonstrated", [s.label() for s in shown[1:]]),
+                         ("with_chain", [s.label() for s in shown[1:] + chains])):
+        print(f"{group} ({len(names)} team strategies):")
+        out[group] = latency_group({n: runs[n] for n in names}, {n: steps[n] for n in names}, solo, levels, args.tail)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+def latency_group(runs: dict[str, list], steps: dict[str, list], solo: list, levels: list[float], tail: int) -> dict:
+    """One group of strategies: the fastest to each level, and the hindsight oracle's time to all items."""
+    out = {"levels": {}}
+    for level in levels:
+        solo_at = first_reach(solo, level)
+        teams = {n: t for n, st in steps.items() if (t := first_reach(st, level)) is not None}
+        top = min(teams, key=teams.get) if teams else None
+        out["levels"][f"{level:.4g}"] = {"single_s": solo_at, "best_strategy": top,
+                                         "best_s": teams.get(top), "ratio": teams[top] / solo_at if top else None}
+        print(f"  score {level:.3f}: single agent {solo_at:.3f} s | fastest strategy "
+              + (f"{top} {teams[top]:.3f} s = {teams[top] / solo_at:.3f}x" if top else "none reaches it"))
+    T = finish_times(runs)
+    at, per = oracle_finish(T)
+    first = next(iter(runs.values()))
+    slow = [{"problem": int(j), "finish_s": float(per[j]), "chain_depth": len(longest_chain(first[j].problem)),
+             "strategy": list(runs)[int(T[:, j].argmin())]} for j in np.argsort(per)[::-1][:tail]]
+    full = first_reach(solo, 1.0)
+    out["oracle"] = {"all_solved_s": at, "ratio": at / full if full else None, "slowest_problems": slow}
+    print(f"  the fastest strategy chosen per problem with hindsight solves all by {at:.3f} s"
+          + (f" = {at / full:.3f}x the single agent's time" if full else ""))
+    for t in slow:
+        print(f"    problem {t['problem']}: {t['finish_s']:.3f} s, dependency chain of {t['chain_depth']}, {t['strategy']}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", type=int, default=48)
@@ -96,7 +183,13 @@ def main() -> None:
     ap.add_argument("--json", help="write every strategy's scores here")
     ap.add_argument("--hierarchy", default="", help="team sizes past the training cap: flat vs managed teams")
     ap.add_argument("--items", type=int, default=64, help="items per problem for --hierarchy")
+    ap.add_argument("--latency", action="store_true", help="how soon any strategy reaches the single agent's scores")
+    ap.add_argument("--horizon", type=float, default=20.0, help="--latency: simulated seconds to run to")
+    ap.add_argument("--levels", default="0.25,0.5,0.75,0.9", help="--latency: the single agent's scores to reach (and its best)")
+    ap.add_argument("--tail", type=int, default=6, help="--latency: how many of the slowest problems to list")
     args, overrides = ap.parse_known_args()
+    if args.latency:
+        return latency(args, overrides)
     if args.hierarchy:
         return hierarchy(args, overrides, [float(x) for x in (args.limits or "4,6,8,12").split(",")])
     cfg = load_config(resolve_config(DEMO_CONFIG), overrides)

@@ -9,7 +9,8 @@ from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.config import TaskConfig
 from swarmrl.policy.tokenizer import build_tokenizer
 from swarmrl.tasks.arith import ArithTask, work_text
-from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy, blocks
+from swarmrl.tasks.arith_items import ArithProblem, Item
+from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy, blocks, longest_chain
 
 TOK = build_tokenizer()
 END = TOK.convert_tokens_to_ids("<|end|>")
@@ -78,3 +79,28 @@ def test_scripted_work_text_is_what_the_solo_ceo_writes():
         known[it.index] = str(it.answer)
     assert r.turns[-1].reply == "<done/>" and r.turns[-2].observation.endswith(">>")
     assert len(r.turns) == len(p.items) + 2 and r.score == 1.0
+
+
+def test_longest_chain_by_hand():
+    # B and D start from A, E from D: the longest chain is A -> D -> E
+    items = (Item(1, (3, 1), None, 4), Item(2, (0, 2), 1, 6), Item(3, (5, 1), None, 6),
+             Item(4, (0, 1), 1, 5), Item(5, (0, 3), 4, 8))
+    assert longest_chain(ArithProblem("p", items, 10)) == [1, 4, 5]
+    no_deps = ArithProblem("q", items[:1] + (items[2],), 10)
+    assert len(longest_chain(no_deps)) == 1
+
+
+def test_chain_strategies_have_the_ceo_solve_the_longest_chain_itself():
+    rt = make_runtime(k=8, dep=0.5, max_turns_per_agent=64, max_context_tokens=4096)
+    probs = [p for p in problems(rt, 40, seed=3) if len(longest_chain(p)) >= 3][:6]
+    strats = [Strategy(k, share=s, board=True, chain=True) for k in (2, 8) for s in ("wait", "poll", "recompute")]
+    assert len(probs) == 6 and strats[0].label() == "team2/board/wait/chain"
+    rollouts = [rt.new_rollout(i, i, p, NO_DEADLINE, 8) for i, p in enumerate(probs)]
+    rt.run(rollouts, ScriptedActor(TOK, END, dict(enumerate(strats))), seed=0)
+    for r, strat in zip(rollouts, strats):
+        chain = longest_chain(r.problem)
+        assert r.score == 1.0 and r.counters["invalid_actions"] == 0, strat.label()
+        assert all(r.solved_by[i] == "ceo" for i in chain), strat.label()
+        assert r.org.peak_size == strat.experts + 1, strat.label()
+        ceo = [t for t in r.turns if t.agent == "ceo"]  # it takes the chain, then solves it in order
+        assert [t.reply.split("]")[0] for t in ceo[1:1 + len(chain)]] == [f"[{chr(64 + i)}" for i in chain]

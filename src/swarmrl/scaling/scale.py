@@ -185,11 +185,12 @@ def time_to_score(rows: list[dict], team_size: int, target: float, tol: float = 
     horizon). Exact when its rows carry `score_steps` (run_scaling's do): the time of the solve
     that brings the mean score to the target. Otherwise, or with `grid`, the smallest grid limit."""
     steps = steps_of(rows, team_size)
-    points = curve(rows, team_size) if grid or steps is None else ([t for t, _ in steps], [s for _, s in steps])
-    for L, s in zip(*points):
-        if s >= target - tol:
-            return L
-    return None
+    return first_reach(list(zip(*curve(rows, team_size))) if grid or steps is None else steps, target, tol)
+
+
+def first_reach(points, target: float, tol: float = 1e-9) -> float | None:
+    """The first limit of [(limit, score)] (in increasing limits) whose score reaches `target`."""
+    return next((L for L, s in points if s >= target - tol), None)
 
 
 def summarize(rows: list[dict], reference: list[dict] | None = None) -> dict:

@@ -37,12 +37,17 @@ class Strategy:
     # managers, each of whom hires a near-equal share of the other experts from the board
     # and then works from the board. 0 = the CEO hires everyone.
     managers: int = 0
+    # The CEO takes the problem's longest dependency chain in its first turn and solves it itself,
+    # so no link of it waits for a post (board strategies; benchmarks only: never drawn for the
+    # warm start, whose demonstrations do not look at the dependency graph).
+    chain: bool = False
 
     def label(self) -> str:
         if self.experts == 0:
             return "solo"
         return (f"team{self.experts}/{'board/' if self.board else ''}{self.share}"
-                f"{'/ceo-works' if self.ceo_works else ''}{f'/managers{self.managers}' if self.managers else ''}")
+                f"{'/ceo-works' if self.ceo_works else ''}{f'/managers{self.managers}' if self.managers else ''}"
+                f"{'/chain' if self.chain else ''}")
 
     def manager_shares(self) -> list[int]:
         """Experts each manager hires (first managers take more): 20 experts, 4 managers -> 4 4 4 4."""
@@ -72,6 +77,15 @@ def blocks(num_items: int, workers: int) -> list[tuple[int, int]]:
         out.append((start, start + size - 1))
         start += size
     return out
+
+
+def longest_chain(problem: ArithProblem) -> list[int]:
+    """The longest run of items each starting from the one before (root first): D:#A, I:#D, J:#I
+    -> [A, D, I, J]. Its length bounds how soon anyone can finish the problem."""
+    chains: dict[int, list[int]] = {}
+    for it in problem.items:  # a dependency always comes earlier
+        chains[it.index] = (chains[it.dep] if it.dep is not None else []) + [it.index]
+    return max(chains.values(), key=len)
 
 
 def range_text(lo: int, hi: int) -> str:
@@ -112,6 +126,9 @@ class ScriptedActor:
         k = min(strat.experts, max_experts)
         if k == 0:
             return f'<take item="{range_text(1, problem.num_items)}"/>'
+        if strat.board and strat.chain:  # taken items go to the front: take the chain from its end
+            takes = "".join(f'<take item="{label(i)}"/>' for i in reversed(longest_chain(problem)))
+            return takes + BOARD_HIRE * k
         if strat.board:  # each hire starts with the board's next item on its desk: no brief, no kickoff
             hires = min(strat.managers, k) if strat.managers else k
             return BOARD_HIRE * hires + (BOARD_TAKE if strat.ceo_works else "<done/>")
