@@ -133,6 +133,7 @@ def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
         (1 <= t.max_step < t.modulus, f"task.max_step must be in [1, modulus - 1], got {t.max_step}"),
         (0.0 <= t.dependency_rate <= 1.0, f"task.dependency_rate must be in [0, 1], got {t.dependency_rate}"),
         (0.0 <= t.board_demo_rate <= 1.0, f"task.board_demo_rate must be in [0, 1], got {t.board_demo_rate}"),
+        (0.0 <= t.chain_demo_rate <= 1.0, f"task.chain_demo_rate must be in [0, 1], got {t.chain_demo_rate}"),
         (0 <= w.max_experts <= 8, f"workflow.max_experts must be in [0, 8], got {w.max_experts}"),
         (w.manager_hires >= 0, f"workflow.manager_hires must be >= 0, got {w.manager_hires}"),
         (w.manager_hires == 0 or w.name == "org",

@@ -46,6 +46,10 @@ class TaskConfig:
     at a time from the shared board (hired with `<hire role="expert" item="next"/>`, no brief)
     instead of a block the CEO names; the rest are briefed. 0 leaves the board out of the
     demonstrations."""
+    chain_demo_rate: float = 0.0
+    """arith: share of the board demonstrations in which the CEO first takes the problem's longest
+    chain of dependent items and solves it itself (no link waits for a post), hiring the rest onto
+    the board. 0 (the default) leaves it out, and leaves the warm start's draws as they were."""
     modulus: int = 10
     """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
     eval_seed: int = 1_000_003

@@ -101,21 +101,22 @@ class ArithTask:
         return Grade(1.0, "pass") if ok else Grade(0.0, "fail")
 
     def scripts(self) -> "ArithScripts":
-        return ArithScripts(self.cfg.board_demo_rate)
+        return ArithScripts(self.cfg.board_demo_rate, self.cfg.chain_demo_rate)
 
 
 class ArithScripts:
     """The warm start's scripted demonstrators on arith (tasks/arith_scripts.py: the org's team
     strategies; tasks/arith_roles.py: the fixed workflows' roles)."""
 
-    def __init__(self, board_rate: float = 0.0):
+    def __init__(self, board_rate: float = 0.0, chain_rate: float = 0.0):
         self.board_rate = board_rate  # share of team demos that take from the board
+        self.chain_rate = chain_rate  # of those, share whose CEO solves the longest chain itself
 
     def solo_strategy(self) -> Strategy:
         return Strategy(0, share="recompute")
 
     def team_strategy(self, rng: np.random.Generator, max_experts: int) -> Strategy:
-        return sample_strategy(rng, max_experts, self.board_rate)
+        return sample_strategy(rng, max_experts, self.board_rate, self.chain_rate)
 
     def org_actor(self, tokenizer, end_id: int, strategies: dict[int, Strategy]) -> ScriptedActor:
         """Plays org rollouts, each by its strategy (rollout index -> strategy)."""

@@ -56,15 +56,17 @@ class Strategy:
         return [hi - lo + 1 for lo, hi in blocks(self.experts - self.managers, self.managers)]
 
 
-def sample_strategy(rng: np.random.Generator, max_experts: int, board_rate: float = 0.0) -> Strategy:
-    """Team size uniform over 0..max_experts; the board with probability `board_rate`; every
-    other knob uniform."""
+def sample_strategy(rng: np.random.Generator, max_experts: int, board_rate: float = 0.0,
+                    chain_rate: float = 0.0) -> Strategy:
+    """Team size uniform over 0..max_experts; the board with probability `board_rate`, and on
+    the board the CEO's chain with probability `chain_rate`; every other knob uniform."""
     k = int(rng.integers(0, max_experts + 1))
     if k == 0:  # alone there is no one to share with
         return Strategy(0, share="recompute")
     share, ceo_works = str(rng.choice(["wait", "poll", "recompute"])), bool(rng.random() < 0.3)
     board = bool(board_rate) and bool(rng.random() < board_rate)  # no draw when off: old streams unchanged
-    return Strategy(k, share=share, ceo_works=ceo_works, board=board)
+    chain = board and bool(chain_rate) and bool(rng.random() < chain_rate)
+    return Strategy(k, share=share, ceo_works=ceo_works and not chain, board=board, chain=chain)
 
 
 def blocks(num_items: int, workers: int) -> list[tuple[int, int]]:
