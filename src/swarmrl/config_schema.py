@@ -6,9 +6,8 @@ values are errors naming the key), and `swarmrl.config` re-exports both.
 
 Names that select an extension (`task.name`, `workflow.name`, `rl.advantage`, `rl.loss`,
 `rl.aggregation`) are plain strings: a built-in name, or a plugin spec
-(`package.module:Name` or `path/to/file.py:Name`) that the matching registry loads.
-The registries resolve them before training, not this module, so that the config imports
-no task or workflow code.
+(`package.module:Name` or `path/to/file.py:Name`) that the matching registry resolves before
+training, so that the config imports no task or workflow code.
 """
 
 from __future__ import annotations
@@ -47,9 +46,8 @@ class TaskConfig:
     instead of a block the CEO names; the rest are briefed. 0 leaves the board out of the
     demonstrations."""
     chain_demo_rate: float = 0.0
-    """arith: share of the board demonstrations in which the CEO first takes the problem's longest
-    chain of dependent items and solves it itself (no link waits for a post), hiring the rest onto
-    the board. 0 (the default) leaves it out, and leaves the warm start's draws as they were."""
+    """arith: share of the board demonstrations whose CEO takes the longest chain of dependent
+    items and solves it itself (no link waits for a post). 0: none, and no extra draws."""
     modulus: int = 10
     """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
     eval_seed: int = 1_000_003
