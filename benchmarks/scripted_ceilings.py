@@ -119,6 +119,22 @@ def oracle_finish(T: np.ndarray) -> tuple[float, np.ndarray]:
     return float(per.max()), per
 
 
+def best_rule(T: np.ndarray, is_chain: np.ndarray, depth: np.ndarray) -> tuple[float, int, int, int]:
+    """The fastest two-case rule a CEO could follow by reading the problem: chain strategy c where
+    the longest chain has at least d links, strategy p elsewhere. T: [strategies, problems]
+    finish times; is_chain: [strategies] bool; depth: [problems]. Returns (time by which every
+    problem is solved, d, p, c), minimised over d and both strategies."""
+    best = (np.inf, 0, -1, -1)
+    for d in sorted(set(depth.tolist())) + [int(depth.max()) + 1]:  # the last: plain everywhere
+        hard = depth >= d
+        plain = T[~is_chain][:, ~hard].max(axis=1, initial=0.0)  # [plain strategies]
+        chain = T[is_chain][:, hard].max(axis=1, initial=0.0)  # [chain strategies]
+        p, c = int(plain.argmin()), int(chain.argmin())
+        if max(plain[p], chain[c]) < best[0]:  # ties keep the smaller d
+            best = (float(max(plain[p], chain[c])), d, int(np.where(~is_chain)[0][p]), int(np.where(is_chain)[0][c]))
+    return best
+
+
 def chain_strategies(max_experts: int) -> list[Strategy]:
     """Board teams whose CEO first takes the longest dependency chain and solves it itself: not
     among the warm start's demonstrations (they never read the dependency graph)."""
@@ -146,6 +162,14 @@ def latency(args, overrides: list[str]) -> None:
                          ("with_chain", [s.label() for s in shown[1:] + chains])):
         print(f"{group} ({len(names)} team strategies):")
         out[group] = latency_group({n: runs[n] for n in names}, {n: steps[n] for n in names}, solo, levels, args.tail)
+    names = [s.label() for s in shown[1:] + chains]
+    depth = np.array([len(longest_chain(r.problem)) for r in runs[names[0]]])
+    at, d, p, c = best_rule(finish_times({n: runs[n] for n in names}), np.array([n.endswith("/chain") for n in names]), depth)
+    full = first_reach(solo, 1.0)
+    out["with_chain"]["rule"] = {"all_solved_s": at, "ratio": at / full if full else None, "chain_from_depth": d,
+                                 "plain": names[p], "chain": names[c]}
+    print(f"  the fastest rule a CEO can read off the problem ({names[c]} where the longest chain has >= {d} "
+          f"links, {names[p]} elsewhere) solves all by {at:.3f} s" + (f" = {at / full:.3f}x" if full else ""))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
 

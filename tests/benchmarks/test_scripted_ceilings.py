@@ -37,5 +37,22 @@ def test_latency_table_on_a_small_task(tmp_path, monkeypatch):
         oracle = got[group]["oracle"]
         # choosing per problem is never slower than the best single strategy
         assert oracle["all_solved_s"] <= lv["best_s"] and oracle["ratio"] == oracle["all_solved_s"] / solo
+    rule, fixed = got["with_chain"]["rule"], got["with_chain"]["levels"]["1"]["best_s"]
+    assert got["with_chain"]["oracle"]["all_solved_s"] <= rule["all_solved_s"] <= fixed
     # more strategies to choose from: never slower
     assert got["with_chain"]["oracle"]["all_solved_s"] <= got["demonstrated"]["oracle"]["all_solved_s"]
+
+
+def test_best_rule_by_hand():
+    # problems of chain depth 1, 2, 4; strategies 0-1 plain, 2 chain-aware
+    T = np.array([[3.0, 4.0, 9.0],
+                  [2.0, 6.0, 8.0],
+                  [5.0, 5.0, 6.0]])
+    is_chain, depth = np.array([False, False, True]), np.array([1, 2, 4])
+    # d=1: chain everywhere, 6; d=2: max(2, 6) = 6; d=4: plain 0 on problems 0-1 (4), chain on
+    # problem 2 (6) -> 6; the first d that reaches the best wins
+    assert ceilings.best_rule(T, is_chain, depth) == (6.0, 1, 0, 2)
+    T[2, 0] = 7.0  # now chain everywhere costs 7; d=2: plain 1 on problem 0 (2), chain on the rest (6)
+    assert ceilings.best_rule(T, is_chain, depth) == (6.0, 2, 1, 2)
+    T[2, 2] = 12.0  # chain-aware is slow everywhere: plain 1 on every problem (d past the deepest)
+    assert ceilings.best_rule(T, is_chain, depth) == (8.0, 5, 1, 2)
