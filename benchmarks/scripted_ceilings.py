@@ -21,7 +21,8 @@ latency check's ceiling): every strategy runs to `--horizon` s with turns for ev
 score, the fastest strategy's time over the single agent's; and the time by which every problem
 is solved when the fastest strategy is chosen for each problem with hindsight. Reported for the
 demonstrated strategies, and again with chain-aware ones added (the CEO takes the longest
-dependency chain and solves it itself), which the warm start never demonstrates.
+dependency chain and solves it itself), which the warm start never demonstrates, and the fastest
+two-case rule a CEO could read off the problem (chain-aware where the chain is long).
 
     .venv/bin/python benchmarks/scripted_ceilings.py --latency --json benchmarks/scripted_latency.json
 """
