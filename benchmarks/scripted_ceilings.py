@@ -138,7 +138,7 @@ def best_rule(T: np.ndarray, is_chain: np.ndarray, depth: np.ndarray) -> tuple[f
 
 def chain_strategies(max_experts: int) -> list[Strategy]:
     """Board teams whose CEO first takes the longest dependency chain and solves it itself: not
-    among the warm start's demonstrations (they never read the dependency graph)."""
+    among the default warm start's demonstrations (task.chain_demo_rate: 0)."""
     return [Strategy(k, share=s, board=True, chain=True) for k in range(1, max_experts + 1)
             for s in ("wait", "poll", "recompute")]
 
@@ -159,18 +159,18 @@ def latency(args, overrides: list[str]) -> None:
           f"agent's best score {best:.3f} at {first_reach(solo, best):.3f} s")
     out = {"horizon_s": args.horizon, "problems": args.problems, "single_best_score": best,
            "single_levels_s": {f"{x:.4g}": first_reach(solo, x) for x in levels}}
-    for group, names in (("demonstrated", [s.label() for s in shown[1:]]),
-                         ("with_chain", [s.label() for s in shown[1:] + chains])):
+    teams = [s.label() for s in shown[1:] + chains]
+    for group, names in (("demonstrated", teams[:len(shown) - 1]), ("with_chain", teams)):
         print(f"{group} ({len(names)} team strategies):")
         out[group] = latency_group({n: runs[n] for n in names}, {n: steps[n] for n in names}, solo, levels, args.tail)
-    names = [s.label() for s in shown[1:] + chains]
-    depth = np.array([len(longest_chain(r.problem)) for r in runs[names[0]]])
-    at, d, p, c = best_rule(finish_times({n: runs[n] for n in names}), np.array([n.endswith("/chain") for n in names]), depth)
+    depth = np.array([len(longest_chain(r.problem)) for r in runs[teams[0]]])
+    is_chain = np.array([False] * (len(shown) - 1) + [True] * len(chains))
+    at, d, p, c = best_rule(finish_times({n: runs[n] for n in teams}), is_chain, depth)
     full = first_reach(solo, 1.0)
     out["with_chain"]["rule"] = {"all_solved_s": at, "ratio": at / full if full else None, "chain_from_depth": d,
-                                 "plain": names[p], "chain": names[c]}
-    print(f"  the fastest rule a CEO can read off the problem ({names[c]} where the longest chain has >= {d} "
-          f"links, {names[p]} elsewhere) solves all by {at:.3f} s" + (f" = {at / full:.3f}x" if full else ""))
+                                 "plain": teams[p], "chain": teams[c]}
+    print(f"  the fastest rule a CEO can read off the problem ({teams[c]} where the longest chain has >= {d} "
+          f"links, {teams[p]} elsewhere) solves all by {at:.3f} s" + (f" = {at / full:.3f}x" if full else ""))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
 

@@ -38,8 +38,8 @@ class Strategy:
     # and then works from the board. 0 = the CEO hires everyone.
     managers: int = 0
     # The CEO takes the problem's longest dependency chain in its first turn and solves it itself,
-    # so no link of it waits for a post (board strategies; benchmarks only: never drawn for the
-    # warm start, whose demonstrations do not look at the dependency graph).
+    # so no link of it waits for a post (board strategies; the warm start draws it only under
+    # task.chain_demo_rate > 0).
     chain: bool = False
 
     def label(self) -> str:
