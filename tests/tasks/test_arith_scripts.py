@@ -104,3 +104,15 @@ def test_chain_strategies_have_the_ceo_solve_the_longest_chain_itself():
         assert r.org.peak_size == strat.experts + 1, strat.label()
         ceo = [t for t in r.turns if t.agent == "ceo"]  # it takes the chain, then solves it in order
         assert [t.reply.split("]")[0] for t in ceo[1:1 + len(chain)]] == [f"[{chr(64 + i)}" for i in chain]
+
+
+def test_chain_demos_only_under_a_positive_rate_and_only_on_the_board():
+    from swarmrl.tasks.arith_scripts import sample_strategy
+    rng_a, rng_b = np.random.default_rng(7), np.random.default_rng(7)
+    plain = [sample_strategy(rng_a, 8, 0.5) for _ in range(200)]
+    zero = [sample_strategy(rng_b, 8, 0.5, 0.0) for _ in range(200)]
+    assert zero == plain and not any(s.chain for s in zero)  # rate 0: the same draws as before
+    on = [sample_strategy(np.random.default_rng(7 + i), 8, 0.5, 1.0) for i in range(200)]
+    assert any(s.chain for s in on)
+    assert all(s.chain == s.board for s in on if s.experts)  # every board team, and only those
+    assert not any(s.ceo_works for s in on if s.chain)  # the chain is the CEO's work
