@@ -9,7 +9,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from swarmrl.policy.kvcache import ReservedLayer, crop_left, length_buckets, stack_left_padded
+from swarmrl.policy.kvcache import (ReservedLayer, crop_left, decode_mask, length_buckets, prepared_decode_masks,
+                                    stack_left_padded)
 
 
 def cost(buckets, lengths, overhead):
@@ -75,3 +76,35 @@ def test_stack_left_padded_pads_on_the_left_with_zeros():
     plain = DynamicCache()
     plain.update(torch.ones(1, 1, 3, 2), torch.ones(1, 1, 3, 2), 0)
     assert not crop_left(plain, 1) and plain.layers[0].keys.shape[-2] == 3  # plain DynamicLayers are left alone
+
+
+def tiny_qwen3(attn_implementation="sdpa", **extra):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    cfg = Qwen3Config(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      intermediate_size=64, max_position_embeddings=128, **extra)
+    cfg._attn_implementation = attn_implementation
+    return Qwen3ForCausalLM(cfg).eval()
+
+
+def test_decode_mask_is_the_mask_transformers_builds_for_a_one_token_query():
+    from transformers.masking_utils import create_causal_mask
+    model = tiny_qwen3()
+    w = 7
+    for attn in (torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 1, 1], [0, 1, 1, 1, 1, 1, 1]]),  # pads, holes
+                 torch.ones(3, w, dtype=torch.long)):  # no padding: transformers returns None
+        cache = DynamicCache(ddp_cache_data=[(torch.zeros(3, 2, w - 1, 8), torch.zeros(3, 2, w - 1, 8))] * 2)
+        want = create_causal_mask(config=model.config, inputs_embeds=torch.zeros(3, 1, 32), attention_mask=attn,
+                                  cache=cache, position_ids=attn.sum(-1, keepdim=True) - 1)
+        got = decode_mask(attn)
+        assert (got is None) == (want is None) == bool(attn.all())
+        if want is not None:
+            assert got.dtype == want.dtype == torch.bool and torch.equal(got, want)
+            assert got.shape == (3, 1, 1, w) and not got[0, 0, 0, :2].any() and got[0, 0, 0, 2:].all()
+
+
+def test_prepared_masks_only_for_transformers_sdpa_models_with_full_attention():
+    assert prepared_decode_masks(tiny_qwen3())
+    assert not prepared_decode_masks(tiny_qwen3("eager"))  # eager takes an additive float mask
+    assert not prepared_decode_masks(tiny_qwen3(layer_types=["full_attention", "sliding_attention"],
+                                                use_sliding_window=True, sliding_window=4))
+    assert not prepared_decode_masks(torch.nn.Linear(2, 2))  # not a transformers model

@@ -186,3 +186,13 @@ def test_the_cap_comes_from_the_config(policy):  # noqa: F811
     cfg = load_config(None, ["sampler.kv_cache_mb=64"])
     assert LLMActor.from_config(cfg.sampler, policy).open_stream().stream.cap_bytes == 64 * 2**20
     assert LLMActor.from_config(load_config(None, []).sampler, policy).open_stream().stream.cap_bytes == 1024 * 2**20
+
+
+def test_ready_made_decode_masks_change_no_token_or_log_prob(policy, monkeypatch):  # noqa: F811
+    fast, stream = multi_turn(policy, 0.0)
+    assert stream.prepared_masks  # the tiny Qwen3 on SDPA: decode steps skip transformers' mask building
+    monkeypatch.setattr("swarmrl.policy.sampler.prepared_decode_masks", lambda model: False)
+    slow, stream = multi_turn(policy, 0.0)
+    assert not stream.prepared_masks
+    for k in slow:  # the same process, the same mask values: equal to the last bit
+        assert [(s.ids, s.logprobs) for s in fast[k]] == [(s.ids, s.logprobs) for s in slow[k]]
