@@ -1,4 +1,5 @@
-"""The `swarmrl` CLI end to end on configs/tiny_test.yaml: smoke, resume, determinism, eval (bad input: test_cli_errors.py)."""
+"""The `swarmrl` CLI end to end on configs/tiny_test.yaml: smoke, resume, determinism, eval.
+Bad input: test_cli_errors.py."""
 
 from __future__ import annotations
 

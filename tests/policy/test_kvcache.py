@@ -10,7 +10,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from swarmrl.policy.kvcache import (ReservedLayer, crop_left, decode_mask, length_buckets, prepared_decode_masks,
-                                    stack_left_padded)
+                                    row_columns, stack_left_padded)
 
 
 def cost(buckets, lengths, overhead):
@@ -62,6 +62,22 @@ def test_reserved_layer_matches_dynamic_layer():
     assert torch.equal(dyn.keys, res.keys) and res.get_seq_length() == 9
     res.crop_left(3)
     assert torch.equal(res.keys, dyn.keys[..., 3:, :]) and torch.equal(res.values, dyn.values[..., 3:, :])
+    res.batch_select_indices(torch.tensor([1]))  # on the cropped view, then writing into the rest of the reserve
+    res.update(nk[:1], nv[:1])
+    assert torch.equal(res.keys, torch.cat([dyn.keys[1:, :, 3:], nk[:1]], dim=-2))
+
+
+def test_row_columns_copies_one_rows_columns_in_every_layer():
+    g = torch.Generator().manual_seed(1)
+    layers = [(torch.randn(3, 2, 6, 4, generator=g), torch.randn(3, 2, 6, 4, generator=g)) for _ in range(2)]
+    cache = DynamicCache(ddp_cache_data=layers)
+    cols = torch.tensor([1, 2, 4, 5])  # a hole at column 3
+    got = row_columns(cache, 2, cols)
+    for (k, v), (gk, gv) in zip(layers, got):
+        assert torch.equal(gk, k[2][:, [1, 2, 4, 5]]) and torch.equal(gv, v[2][:, [1, 2, 4, 5]])
+        assert gk.shape == (2, 4, 4) and gk.is_contiguous()
+    got[0][0].zero_()  # a copy: the cache is untouched
+    assert cache.layers[0].keys[2, :, 1].abs().sum() > 0
 
 
 def test_stack_left_padded_pads_on_the_left_with_zeros():

@@ -25,7 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from swarmrl.policy.kvcache import (attention_layout, crop_left, decode_mask, prefill_parts, prepared_decode_masks,
-                                    stack_left_padded)
+                                    row_columns, stack_left_padded)
 from swarmrl.policy.model import Policy
 from swarmrl.policy.prompt_pool import Past, PromptPool
 
@@ -367,7 +367,7 @@ class DecodeStream:
         if key is None or not self.stackable or key in self.ended:
             return
         cols = self.attn[j].nonzero().squeeze(-1)  # [len] the row's real columns
-        kv = [(layer.keys[j][:, cols], layer.values[j][:, cols]) for layer in self.cache.layers]  # [heads, len, d]
+        kv = row_columns(self.cache, j, cols)
         self._drop_prefix(key)
         self.prefix[key] = (row.prompt + row.toks[:-1], kv)
         self.prefix_bytes[key] = sum(k.nbytes + v.nbytes for k, v in kv)
@@ -382,8 +382,7 @@ class DecodeStream:
         for r, (row, _, past) in enumerate(part):
             if (past is None or past.pooled) and not self.pool.covers(row.adapter, row.prompt):
                 cols = mask[r].nonzero().squeeze(-1)  # [len(prompt)] the row's real columns
-                self.pool.add(row.adapter, row.prompt, [(layer.keys[r][:, cols], layer.values[r][:, cols])
-                                                        for layer in cache.layers])
+                self.pool.add(row.adapter, row.prompt, row_columns(cache, r, cols))
         self._fit_cap()
 
     def _fit_cap(self) -> None:
