@@ -1,12 +1,15 @@
-"""Two exact cuts in the decode loop, measured against the loop without them, interleaved.
+"""Three exact cuts in the decode loop, measured against the loop without them, interleaved.
 
   masks        : a decode step hands a transformers SDPA model its 4-D mask ready-made
                  (`kvcache.decode_mask`) instead of the [A, W] padding mask that transformers
                  turns into the same 4-D mask at every step;
   index_select : rows that finish leave the KV cache by `index_select` (a block copy per row)
                  instead of indexing with a tensor (the generic gather), in
-                 `ReservedLayer.batch_select_indices` and `kvcache.row_columns`.
-Variants: `before` (neither, the code as it was), `masks`, `both`. Each round runs one RL step's
+                 `ReservedLayer.batch_select_indices` and `kvcache.row_columns`;
+  one_copy     : admitted rows join the running batch's cache in one copy of every key and value
+                 (`ReservedLayer.stacked`) instead of three (pad, concatenate, copy into the
+                 reserved buffer).
+Variants: `before` (none of them, the code as it was), `masks`, `all`. Each round runs one RL step's
 rollouts (the same problems and sampling seed for every variant: `Trainer.step_rollouts`) once per
 variant, in a rotating order, with the same weights. Reported: each variant's median wall time, the
 per-round ratios to `before` (median and quartiles), and whether every variant sampled the same
@@ -34,8 +37,9 @@ from swarmrl.policy.model import load_policy
 from swarmrl.policy.warmstart import warm_start
 from swarmrl.rl.trainer import Trainer
 
-VARIANTS = ("before", "masks", "both")
-NEW = (kvcache.ReservedLayer.batch_select_indices, kvcache.row_columns, kvcache.prepared_decode_masks)
+VARIANTS = ("before", "masks", "all")
+NEW = (kvcache.ReservedLayer.batch_select_indices, kvcache.row_columns, kvcache.prepared_decode_masks,
+       kvcache.ReservedLayer.__dict__["stacked"])
 
 
 def _gather_select(layer, indices):  # the loop before: indexing with a tensor
@@ -47,11 +51,27 @@ def _gather_columns(cache, row, cols):
     return [(layer.keys[row][:, cols], layer.values[row][:, cols]) for layer in cache.layers]
 
 
+@classmethod
+def _three_copies(cls, parts, reserve):
+    width = max(k.shape[-2] for k, _ in parts)
+    pad = lambda t: torch.nn.functional.pad(t, (0, 0, width - t.shape[-2], 0))  # noqa: E731
+    keys, values = torch.cat([pad(k) for k, _ in parts]), torch.cat([pad(v) for _, v in parts])
+    layer = cls()
+    layer.lazy_initialization(keys, values)
+    b, h, w, d = keys.shape
+    layer._k, layer._v = keys.new_empty(b, h, w + reserve, d), values.new_empty(b, h, w + reserve, d)
+    layer._k[..., :w, :], layer._v[..., :w, :] = keys, values
+    layer._len = w
+    layer._expose()
+    return layer
+
+
 def use(variant: str) -> None:
     """Patch the sampler to run `variant` (module attributes: nothing else changes)."""
-    select, columns, masks = NEW
-    kvcache.ReservedLayer.batch_select_indices = select if variant == "both" else _gather_select
-    sampler.row_columns = columns if variant == "both" else _gather_columns
+    select, columns, masks, stacked = NEW
+    kvcache.ReservedLayer.batch_select_indices = select if variant == "all" else _gather_select
+    kvcache.ReservedLayer.stacked = stacked if variant == "all" else _three_copies
+    sampler.row_columns = columns if variant == "all" else _gather_columns
     sampler.prepared_decode_masks = masks if variant != "before" else (lambda model: False)
 
 
@@ -81,9 +101,9 @@ def main() -> None:
             rollouts, _ = trainer.backend.run(step, trainer.step_rollouts)
             walls[v].append(time.perf_counter() - t0)
             got[v] = sampled(rollouts)
-        same += got["before"] == got["masks"] == got["both"]
+        same += got["before"] == got["masks"] == got["all"]
         print(f"round {i}: " + ", ".join(f"{v} {walls[v][-1]:.3f}s" for v in VARIANTS), flush=True)
-    use("both")
+    use("all")
     trainer.close()
     ratios = {v: [a / b for a, b in zip(walls[v], walls["before"])] for v in VARIANTS[1:]}
     summary = {"median_wall_s": {v: statistics.median(w) for v, w in walls.items()},

@@ -131,13 +131,28 @@ class ReservedLayer(DynamicLayer):
 
     @classmethod
     def from_tensors(cls, keys: torch.Tensor, values: torch.Tensor, reserve: int) -> "ReservedLayer":
+        return cls.stacked([(keys, values)], reserve)
+
+    @classmethod
+    def stacked(cls, parts: list[tuple[torch.Tensor, torch.Tensor]], reserve: int) -> "ReservedLayer":
+        """The (keys, values) of `parts` ([b_i, heads, w_i, head_dim] each) stacked along the batch,
+        each left-padded with zeros to the widest. One copy of every key and value, straight into
+        the buffer (padding then concatenating, then copying into a reserved buffer made three)."""
+        width = max(k.shape[-2] for k, _ in parts)
+        k0, v0 = parts[0]
+        rows = sum(k.shape[0] for k, _ in parts)
         layer = cls()
-        layer.lazy_initialization(keys, values)
-        b, h, w, d = keys.shape
-        layer._k = keys.new_empty(b, h, w + reserve, d)  # [B, heads, W + reserve, head_dim]
-        layer._v = values.new_empty(b, h, w + reserve, values.shape[-1])
-        layer._k[..., :w, :], layer._v[..., :w, :] = keys, values
-        layer._len = w
+        layer.lazy_initialization(k0, v0)
+        layer._k = k0.new_empty(rows, k0.shape[1], width + reserve, k0.shape[-1])  # [B, heads, W + reserve, head_dim]
+        layer._v = v0.new_empty(rows, v0.shape[1], width + reserve, v0.shape[-1])
+        r = 0
+        for keys, values in parts:
+            n, lead = keys.shape[0], width - keys.shape[-2]
+            for buf, t in ((layer._k, keys), (layer._v, values)):
+                buf[r:r + n, :, :lead].zero_()  # padding: zeros, as the mask hides them (never garbage: 0 x NaN)
+                buf[r:r + n, :, lead:width] = t
+            r += n
+        layer._len = width
         layer._expose()
         return layer
 
@@ -175,11 +190,8 @@ def stack_left_padded(caches: list[DynamicCache], reserve: int) -> DynamicCache 
     if not all(type(layer) in (DynamicLayer, ReservedLayer) and layer.is_initialized
                for c in caches for layer in c.layers):
         return None
-    width = max(c.layers[0].keys.shape[-2] for c in caches)
-    pad = lambda t: torch.nn.functional.pad(t, (0, 0, width - t.shape[-2], 0))  # noqa: E731  [b, h, W, d]
     out = caches[0]
-    out.layers = [ReservedLayer.from_tensors(torch.cat([pad(c.layers[i].keys) for c in caches]),
-                                             torch.cat([pad(c.layers[i].values) for c in caches]), reserve)
+    out.layers = [ReservedLayer.stacked([(c.layers[i].keys, c.layers[i].values) for c in caches], reserve)
                   for i in range(len(out.layers))]
     return out
 
