@@ -50,7 +50,7 @@ def test_length_buckets_by_hand():
 def test_reserved_layer_matches_dynamic_layer():
     g = torch.Generator().manual_seed(0)
     k, v = torch.randn(3, 2, 5, 4, generator=g), torch.randn(3, 2, 5, 4, generator=g)
-    dyn, res = DynamicLayer(), ReservedLayer.from_tensors(k, v, reserve=2)
+    dyn, res = DynamicLayer(), ReservedLayer.stacked([(k, v)], reserve=2)
     dyn.update(k, v)
     for step in range(4):  # the 4th update runs past the reserve and must still work
         nk, nv = torch.randn(3, 2, 1, 4, generator=g), torch.randn(3, 2, 1, 4, generator=g)

@@ -130,10 +130,6 @@ class ReservedLayer(DynamicLayer):
     """
 
     @classmethod
-    def from_tensors(cls, keys: torch.Tensor, values: torch.Tensor, reserve: int) -> "ReservedLayer":
-        return cls.stacked([(keys, values)], reserve)
-
-    @classmethod
     def stacked(cls, parts: list[tuple[torch.Tensor, torch.Tensor]], reserve: int) -> "ReservedLayer":
         """The (keys, values) of `parts` ([b_i, heads, w_i, head_dim] each) stacked along the batch,
         each left-padded with zeros to the widest. One copy of every key and value, straight into
