@@ -132,8 +132,8 @@ class ReservedLayer(DynamicLayer):
     @classmethod
     def stacked(cls, parts: list[tuple[torch.Tensor, torch.Tensor]], reserve: int) -> "ReservedLayer":
         """The (keys, values) of `parts` ([b_i, heads, w_i, head_dim] each) stacked along the batch,
-        each left-padded with zeros to the widest. One copy of every key and value, straight into
-        the buffer (padding then concatenating, then copying into a reserved buffer made three)."""
+        each left-padded with zeros to the widest, in a buffer with `reserve` free columns: every
+        key and value is copied once, straight to its place (admissions run often)."""
         width = max(k.shape[-2] for k, _ in parts)
         k0, v0 = parts[0]
         rows = sum(k.shape[0] for k, _ in parts)
