@@ -34,6 +34,15 @@ swarmrl first). Per step:
             reward, loss, backward, clip, optimizer step); generation = `_generate_and_score_completions`
             (generate, decode, reward, advantages), timed in a `GRPOTrainer` subclass, which also
             times `_generate` alone; update = step - generation.
+Processes. By default each side is one process with `--threads` threads. `--processes N` runs
+each side data-parallel on N ranks under torch.distributed.run, each with threads // N threads:
+swarmrl as `swarmrl train` runs it under `learner.processes` (the demo config's default on 2
+cores; `learner.strategy=ddp`: each rank samples a contiguous share of the step's problems, the
+rollouts are exchanged, each rank backpropagates a token-balanced share), TRL's GRPOTrainer under
+accelerate's multi-CPU mode (each rank generates and trains 1/N of the step's completions;
+gradients averaged). Rank 0 times the step; token counts and prompts are all ranks' together.
+`--trl-processes M` gives TRL a different number (each side at its own default: `--processes 2
+--trl-processes 1`).
 Per pair: the ratio swarmrl / TRL of the median step time, of the median time per generated token,
 and of each phase's median; the summary is the median over pairs (target: step ratio <= 0.5).
 
@@ -98,6 +107,11 @@ def bench_config(overrides: list[str]):
     return load_config(resolve_config(CONFIG), BASE_OVERRIDES + list(overrides))
 
 
+def rank_world() -> tuple[int, int]:
+    """(rank, world size) under torch.distributed.run (`--processes`); (0, 1) in a plain process."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def step_problems(cfg, task, step: int) -> list:
     """Step `step`'s problems, exactly as `Trainer.step_rollouts` draws them."""
     from swarmrl.seeds import rng_for
@@ -157,7 +171,10 @@ def run_swarmrl(args) -> dict:
     from swarmrl.policy.model import load_policy
     from swarmrl.rl.trainer import Trainer
     torch.set_num_threads(args.threads)
-    cfg = bench_config(args.overrides)
+    # On ranks: the data-parallel learner `swarmrl train` runs under learner.processes (each rank
+    # samples a contiguous share of the step's problems, then all exchange the rollouts).
+    ranked = [f"run.threads={args.threads}", "learner.strategy=ddp"] if rank_world()[1] > 1 else []
+    cfg = bench_config(args.overrides + ranked)
     trainer = Trainer(cfg, load_policy(args.model, cfg.model.dtype))
     learner = {}
     update = trainer.updater.update
@@ -222,11 +239,21 @@ def model_dir(args, cfg) -> tuple[Path, str]:
     return warm_start(cfg, log=log), f"warm start of {CONFIG} (cached under the swarmrl cache, trained if missing)"
 
 
+def side_processes(args, side: str) -> int:
+    """--processes, or for TRL --trl-processes where given."""
+    return args.trl_processes if side == "trl" and args.trl_processes else args.processes
+
+
 def run_side(side: str, python: Path, args, model: Path, trl_tokens: int | None) -> dict:
-    cmd = [str(python), str(Path(__file__).resolve()), "--side", side, "--model", str(model),
-           "--warmup", str(args.warmup), "--steps", str(args.steps), "--threads", str(args.threads)]
+    """One side's run in its own interpreter; with --processes N > 1 on N ranks under
+    torch.distributed.run, each with threads // N threads (rank 0 reports)."""
+    n = side_processes(args, side)
+    threads = max(1, args.threads // n)
+    ranks = [] if n == 1 else ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}"]
+    cmd = [str(python), *ranks, str(Path(__file__).resolve()), "--side", side, "--model", str(model),
+           "--warmup", str(args.warmup), "--steps", str(args.steps), "--threads", str(threads)]
     cmd += ["--trl-tokens", str(trl_tokens)] if trl_tokens else []
-    env = {**os.environ, **{k: str(args.threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+    env = {**os.environ, **{k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
            "PYTHONPATH": str(ROOT / "src"), "TOKENIZERS_PARALLELISM": "false"}
     res = subprocess.run(cmd + args.overrides, stdout=subprocess.PIPE, env=env, text=True, cwd=ROOT)
     if res.returncode != 0:
@@ -283,6 +310,7 @@ def summarize(pairs: list[dict]) -> dict:
 def settings(args, cfg, how: str, model: Path, trl_tokens: int) -> dict:
     return {"config": CONFIG, "overrides": BASE_OVERRIDES + args.overrides, "model": str(model), "model_source": how,
             "pairs": args.pairs, "warmup_steps": args.warmup, "timed_steps": args.steps, "threads": args.threads,
+            "processes": {side: side_processes(args, side) for side in ("swarmrl", "trl")},
             "problems_per_step": cfg.rl.problems_per_step, "completions_per_problem": cfg.rl.rollouts_per_problem,
             "lr": cfg.rl.lr, "clip_eps": cfg.rl.clip_eps, "grad_clip": cfg.rl.grad_clip, "kl": 0.0,
             "temperature": cfg.sampler.temperature, "scale_rewards": cfg.rl.scale_rewards,
@@ -293,11 +321,21 @@ def settings(args, cfg, how: str, model: Path, trl_tokens: int) -> dict:
                     "generation": "transformers generate"}}
 
 
+def check_processes(args, completions_per_step: int) -> None:
+    """Every side's ranks split the step's completions evenly (TRL's per-device batch); exits non-zero otherwise."""
+    for side in ("swarmrl", "trl"):
+        n = side_processes(args, side)
+        if n < 1 or completions_per_step % n:
+            sys.exit(f"error: {side} on {n} processes: the {completions_per_step} completions of a step must "
+                     "split evenly over at least one process (--processes / --trl-processes)")
+
+
 def parent(args) -> None:
-    trl_python = Path(args.trl_python)
-    trl_versions = check_trl_env(trl_python)  # before anything heavy: a missing environment costs nothing
     cfg = bench_config(args.overrides)
     args.completions_per_step = cfg.rl.problems_per_step * cfg.rl.rollouts_per_problem
+    check_processes(args, args.completions_per_step)
+    trl_python = Path(args.trl_python)
+    trl_versions = check_trl_env(trl_python)  # before anything heavy: a missing environment costs nothing
     model, how = model_dir(args, cfg)
     log(f"model: {model} ({how}); TRL {trl_versions['trl']} in {trl_python}")
     t0, load_before = time.perf_counter(), os.getloadavg()
@@ -321,7 +359,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps per run")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per run")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads per side, shared by its processes")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="processes per side (data parallel): swarmrl's ddp learner as `learner.processes` runs "
+                         "it, TRL's GRPOTrainer under accelerate's multi-CPU mode; each gets threads // processes")
+    ap.add_argument("--trl-processes", type=int, default=0, help="TRL's processes, where not --processes")
     ap.add_argument("--init", help="model directory for both sides (default: the cached warm start)")
     ap.add_argument("--random", action="store_true", help="a randomly initialised tiny model instead")
     ap.add_argument("--trl-python", default=str(DEFAULT_TRL_PYTHON), help="TRL's interpreter")
@@ -340,7 +382,8 @@ def main(argv: list[str] | None = None) -> None:
         run = run_trl(args)
     else:
         run = run_swarmrl(args)
-    print(json.dumps(run))
+    if rank_world()[0] == 0:  # one JSON line per side, however many ranks ran it
+        print(json.dumps(run))
 
 
 if __name__ == "__main__":

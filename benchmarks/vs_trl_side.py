@@ -10,13 +10,16 @@ import tempfile
 import time
 import warnings
 
-from vs_trl import bench_config, digest, first_prompts, grade_completion, log, versions
+from vs_trl import bench_config, digest, first_prompts, grade_completion, log, rank_world, versions
 
 
 def trl_args(cfg, args, out_dir: str):
+    """On N ranks (`--processes`) each generates and trains 1/N of the step's completions:
+    accelerate's multi-CPU data parallelism, gradients averaged."""
     from trl import GRPOConfig
+    per_step = cfg.rl.problems_per_step * cfg.rl.rollouts_per_problem
     return GRPOConfig(
-        output_dir=out_dir, per_device_train_batch_size=cfg.rl.problems_per_step * cfg.rl.rollouts_per_problem,
+        output_dir=out_dir, per_device_train_batch_size=per_step // rank_world()[1],
         num_generations=cfg.rl.rollouts_per_problem, gradient_accumulation_steps=1, num_iterations=1,
         max_steps=args.warmup + args.steps, learning_rate=cfg.rl.lr, lr_scheduler_type="constant", warmup_steps=0,
         weight_decay=cfg.rl.weight_decay, max_grad_norm=cfg.rl.grad_clip, optim="adamw_torch", beta=0.0,
@@ -29,6 +32,7 @@ def trl_args(cfg, args, out_dir: str):
 
 def timed_trainer_class():
     """GRPOTrainer with timers around generation (`_generate`) and rollout + scoring."""
+    from accelerate.utils import gather_object
     from trl import GRPOTrainer
 
     class TimedGRPOTrainer(GRPOTrainer):
@@ -45,10 +49,12 @@ def timed_trainer_class():
             out = super()._generate_and_score_completions(inputs)
             self.bench["generation_s"] = time.perf_counter() - t0
             prompt, completion = out["prompt_mask"], out["completion_mask"]
-            self.bench.update(generated_tokens=int(completion.sum()),
-                              trained_tokens=int(prompt.sum() + completion.sum()),
-                              padded_tokens=prompt.numel() + completion.numel(),
-                              prompt_ids=[ids[m.bool()].tolist() for ids, m in zip(out["prompt_ids"], prompt)],
+            # This rank's share; on several ranks the step's counts and prompts are all ranks' together.
+            mine = [(int(completion.sum()), int(prompt.sum() + completion.sum()), prompt.numel() + completion.numel(),
+                     [ids[m.bool()].tolist() for ids, m in zip(out["prompt_ids"], prompt)])]
+            shares = gather_object(mine) if rank_world()[1] > 1 else mine
+            self.bench.update(generated_tokens=sum(x[0] for x in shares), trained_tokens=sum(x[1] for x in shares),
+                              padded_tokens=sum(x[2] for x in shares), prompt_ids=[i for x in shares for i in x[3]],
                               reward_mean=self._metrics["train"]["reward"][-1])
             return out
 

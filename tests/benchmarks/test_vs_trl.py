@@ -1,5 +1,5 @@
-"""benchmarks/vs_trl.py without TRL's environment: it says how to create it and exits non-zero,
-before any model is loaded (the benchmark itself is run by hand, never as a timed test)."""
+"""benchmarks/vs_trl.py without TRL's environment, or with processes that cannot split a step: it
+says what to do and exits non-zero, before any model is loaded (the benchmark itself is run by hand, never as a timed test)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,20 @@ def test_interpreter_without_trl_says_how_to_create_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "import trl" in err and "No module named 'trl'" in err
     assert "pip install trl transformers" in err
+
+
+@pytest.mark.parametrize("argv, side", [(["--processes", "3"], "swarmrl on 3"), (["--processes", "0"], "swarmrl on 0"),
+                                        (["--trl-processes", "5"], "trl on 5")])
+def test_processes_that_cannot_split_a_step_are_refused_first(tmp_path, argv, side):
+    missing = str(tmp_path / "no-venv" / "bin" / "python")  # refused before the environment is even probed
+    with pytest.raises(SystemExit) as exit_info:
+        load_vs_trl().main(["--trl-python", missing, *argv])
+    assert side in str(exit_info.value.code) and "32 completions" in str(exit_info.value.code)
+
+
+def test_side_processes_default_to_both_sides():
+    vs_trl = load_vs_trl()
+    ap = type("Args", (), {"processes": 2, "trl_processes": 0})
+    assert (vs_trl.side_processes(ap, "swarmrl"), vs_trl.side_processes(ap, "trl")) == (2, 2)
+    ap.trl_processes = 1
+    assert (vs_trl.side_processes(ap, "swarmrl"), vs_trl.side_processes(ap, "trl")) == (2, 1)
