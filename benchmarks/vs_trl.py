@@ -109,7 +109,8 @@ def bench_config(overrides: list[str]):
 
 def rank_world() -> tuple[int, int]:
     """(rank, world size) under torch.distributed.run (`--processes`); (0, 1) in a plain process."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    from swarmrl.distributed.torchrun import launch_world
+    return launch_world()
 
 
 def step_problems(cfg, task, step: int) -> list:
