@@ -42,7 +42,10 @@ rollouts are exchanged, each rank backpropagates a token-balanced share), TRL's 
 accelerate's multi-CPU mode (each rank generates and trains 1/N of the step's completions;
 gradients averaged). Rank 0 times the step; token counts and prompts are all ranks' together.
 `--trl-processes M` gives TRL a different number (each side at its own default: `--processes 2
---trl-processes 1`).
+--trl-processes 1`). `--one-process` runs both sides in one process of TRL's environment, steps
+alternating (TRL's warm-up, then each timed TRL step followed by one timed swarmrl step, off TRL's
+clock; with `--trl-tokens auto` swarmrl's warm-up steps, run first, set TRL's length): the ratio
+then does not carry the ~20% by which one process's speed differs from the next's on a shared VM.
 Per pair: the ratio swarmrl / TRL of the median step time, of the median time per generated token,
 and of each phase's median; the summary is the median over pairs (target: step ratio <= 0.5).
 
@@ -167,46 +170,6 @@ def versions() -> dict:
 # ----------------------------------------------------------------------------- the swarmrl side
 
 
-def run_swarmrl(args) -> dict:
-    import torch
-    from swarmrl.policy.model import load_policy
-    from swarmrl.rl.trainer import Trainer
-    torch.set_num_threads(args.threads)
-    # On ranks: the data-parallel learner `swarmrl train` runs under learner.processes (each rank
-    # samples a contiguous share of the step's problems, then all exchange the rollouts).
-    ranked = [f"run.threads={args.threads}", "learner.strategy=ddp"] if rank_world()[1] > 1 else []
-    cfg = bench_config(args.overrides + ranked)
-    trainer = Trainer(cfg, load_policy(args.model, cfg.model.dtype))
-    learner = {}
-    update = trainer.updater.update
-
-    def timed_update(seqs, *a, **kw):
-        t0 = time.perf_counter()
-        out = update(seqs, *a, **kw)
-        learner.update(s=time.perf_counter() - t0, tokens=sum(len(s.ids) for s in seqs))
-        return out
-
-    trainer.updater.update = timed_update
-    rows, prompts = [], []
-    for i in range(args.warmup + args.steps):
-        t0 = time.perf_counter()
-        m, rollouts = trainer.step()
-        wall = time.perf_counter() - t0
-        prompts += [list(r.agents["ceo"].ids[:r.turns[0].context_tokens])
-                    for r in rollouts if r.index % cfg.rl.rollouts_per_problem == 0]
-        if i < args.warmup:
-            continue
-        gen = sum(t.generated_tokens for r in rollouts for t in r.turns)
-        pad = m["learner/pad_fraction"]  # 1 - real / padded cells
-        rows.append({"step_s": wall, "generation_s": m["rollout_s"], "update_s": wall - m["rollout_s"],
-                     "learner_s": learner["s"], "generated_tokens": gen, "trained_tokens": learner["tokens"],
-                     "padded_tokens": round(learner["tokens"] / (1.0 - pad)), "pad_fraction": pad,
-                     "turns_per_rollout": m["turns_per_rollout"], "reward_mean": m["reward_mean"]})
-        log(f"swarmrl step {i}: {wall:.3f}s (generation {m['rollout_s']:.3f}s), {gen} tokens")
-    trainer.close()
-    return {"side": "swarmrl", "steps": rows, "prompt_digest": digest(prompts), "versions": versions()}
-
-
 # ----------------------------------------------------------------------------- the parent
 
 
@@ -281,18 +244,28 @@ def pair_ratios(sw: dict, trl: dict) -> dict:
             "ratio_generation": a["generation_s"] / b["generation_s"], "ratio_update": a["update_s"] / b["update_s"]}
 
 
+def separate_runs(args, i: int, model: Path, trl_python: Path, trl_tokens: int | None):
+    """Pair i as one process per side, alternating which goes first -> (order, runs, trl_tokens)."""
+    order, runs = (["swarmrl", "trl"] if i % 2 == 0 else ["trl", "swarmrl"]), {}
+    for side in order:
+        if side == "trl" and trl_tokens is None:  # auto: pair 0 runs swarmrl first
+            per_step = statistics.mean(s["generated_tokens"] for s in runs["swarmrl"]["steps"])
+            trl_tokens = max(1, round(per_step / args.completions_per_step))
+        log(f"pair {i}: {side}")
+        runs[side] = run_side(side, Path(sys.executable) if side == "swarmrl" else trl_python, args, model,
+                              trl_tokens if side == "trl" else None)
+    return order, runs, trl_tokens
+
+
 def run_pairs(args, model: Path, trl_python: Path) -> tuple[list[dict], int]:
     pairs, trl_tokens = [], None if args.trl_tokens == "auto" else int(args.trl_tokens)
     for i in range(args.pairs):
-        order = ["swarmrl", "trl"] if i % 2 == 0 else ["trl", "swarmrl"]
-        runs = {}
-        for side in order:
-            if side == "trl" and trl_tokens is None:  # auto: pair 0 runs swarmrl first
-                per_step = statistics.mean(s["generated_tokens"] for s in runs["swarmrl"]["steps"])
-                trl_tokens = max(1, round(per_step / args.completions_per_step))
-            log(f"pair {i}: {side}")
-            runs[side] = run_side(side, Path(sys.executable) if side == "swarmrl" else trl_python, args, model,
-                                  trl_tokens if side == "trl" else None)
+        if args.one_process:  # both sides in one process of TRL's environment, steps alternating
+            log(f"pair {i}: both sides in one process")
+            order, runs = ["both"], run_side("both", trl_python, args, model, trl_tokens)
+            trl_tokens = runs.pop("trl_tokens")  # auto: pair 0's swarmrl warm-up sets it for every pair
+        else:
+            order, runs, trl_tokens = separate_runs(args, i, model, trl_python, trl_tokens)
         pairs.append({"order": order, **pair_ratios(runs["swarmrl"], runs["trl"]), "raw": runs})
         p = pairs[-1]
         log(f"pair {i}: swarmrl {p['swarmrl']['step_s']:.3f}s  trl {p['trl']['step_s']:.3f}s  "
@@ -312,6 +285,7 @@ def settings(args, cfg, how: str, model: Path, trl_tokens: int) -> dict:
     return {"config": CONFIG, "overrides": BASE_OVERRIDES + args.overrides, "model": str(model), "model_source": how,
             "pairs": args.pairs, "warmup_steps": args.warmup, "timed_steps": args.steps, "threads": args.threads,
             "processes": {side: side_processes(args, side) for side in ("swarmrl", "trl")},
+            "one_process": args.one_process,
             "problems_per_step": cfg.rl.problems_per_step, "completions_per_problem": cfg.rl.rollouts_per_problem,
             "lr": cfg.rl.lr, "clip_eps": cfg.rl.clip_eps, "grad_clip": cfg.rl.grad_clip, "kl": 0.0,
             "temperature": cfg.sampler.temperature, "scale_rewards": cfg.rl.scale_rewards,
@@ -329,6 +303,11 @@ def check_processes(args, completions_per_step: int) -> None:
         if n < 1 or completions_per_step % n:
             sys.exit(f"error: {side} on {n} processes: the {completions_per_step} completions of a step must "
                      "split evenly over at least one process (--processes / --trl-processes)")
+    if args.one_process and (side_processes(args, "swarmrl"), side_processes(args, "trl")) != (1, 1):
+        sys.exit("error: --one-process runs both sides in a single process: leave --processes and --trl-processes at 1")
+    if args.one_process and args.trl_tokens == "auto" and args.warmup < 1:
+        sys.exit("error: --one-process with --trl-tokens auto reads TRL's completion length off swarmrl's warm-up "
+                 "steps: give --warmup 1 or more, or --trl-tokens N")
 
 
 def parent(args) -> None:
@@ -365,6 +344,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="processes per side (data parallel): swarmrl's ddp learner as `learner.processes` runs "
                          "it, TRL's GRPOTrainer under accelerate's multi-CPU mode; each gets threads // processes")
     ap.add_argument("--trl-processes", type=int, default=0, help="TRL's processes, where not --processes")
+    ap.add_argument("--one-process", action="store_true",
+                    help="both sides in one process (TRL's environment), steps alternating: the machine's drift "
+                         "hits both alike")
     ap.add_argument("--init", help="model directory for both sides (default: the cached warm start)")
     ap.add_argument("--random", action="store_true", help="a randomly initialised tiny model instead")
     ap.add_argument("--trl-python", default=str(DEFAULT_TRL_PYTHON), help="TRL's interpreter")
@@ -372,16 +354,17 @@ def main(argv: list[str] | None = None) -> None:
                     help="TRL's max_completion_length; auto: swarmrl's mean generated tokens per rollout (pair 0)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--note", default="", help="free text stored with the settings (what else ran, ...)")
-    ap.add_argument("--side", choices=["swarmrl", "trl"], help=argparse.SUPPRESS)
+    ap.add_argument("--side", choices=["swarmrl", "trl", "both"], help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args, args.overrides = ap.parse_known_args(argv)
     if args.side is None:
         return parent(args)
-    args.trl_tokens = int(args.trl_tokens) if args.side == "trl" else None
-    if args.side == "trl":
-        from vs_trl_side import run_trl  # runs in TRL's environment (benchmarks/ is on sys.path)
-        run = run_trl(args)
+    args.trl_tokens = int(args.trl_tokens) if args.side != "swarmrl" and args.trl_tokens != "auto" else None
+    if args.side in ("trl", "both"):
+        from vs_trl_side import run_both, run_trl  # in TRL's environment (benchmarks/ is on sys.path)
+        run = run_trl(args) if args.side == "trl" else run_both(args)
     else:
+        from vs_trl_side import run_swarmrl
         run = run_swarmrl(args)
     if rank_world()[0] == 0:  # one JSON line per side, however many ranks ran it
         print(json.dumps(run))

@@ -1,7 +1,7 @@
-"""The TRL side of benchmarks/vs_trl.py: TRL's GRPOTrainer on the same model, prompts and reward.
-
-Run by vs_trl.py in TRL's own environment (`--side trl`); what is compared and how it is timed
-is in vs_trl.py's docstring.
+"""The sides of benchmarks/vs_trl.py: swarmrl's single agent (`--side swarmrl`, in `.venv`), TRL's
+GRPOTrainer on the same model, prompts and reward (`--side trl`, in TRL's own environment), and
+both in one process of TRL's environment (`--side both`, `--one-process`). What is compared and
+how it is timed is in vs_trl.py's docstring.
 """
 
 from __future__ import annotations
@@ -11,6 +11,62 @@ import time
 import warnings
 
 from vs_trl import bench_config, digest, first_prompts, grade_completion, log, rank_world, versions
+
+
+def swarmrl_side(args):
+    """swarmrl's single agent as (step(i), finish()): step i is timed and kept from i = --warmup
+    on; finish() closes the trainer and returns the side's result."""
+    import torch
+    from swarmrl.policy.model import load_policy
+    from swarmrl.rl.trainer import Trainer
+    torch.set_num_threads(args.threads)
+    # On ranks: the data-parallel learner `swarmrl train` runs under learner.processes (each rank
+    # samples a contiguous share of the step's problems, then all exchange the rollouts).
+    ranked = [f"run.threads={args.threads}", "learner.strategy=ddp"] if rank_world()[1] > 1 else []
+    cfg = bench_config(args.overrides + ranked)
+    trainer = Trainer(cfg, load_policy(args.model, cfg.model.dtype))
+    learner = {}
+    update = trainer.updater.update
+
+    def timed_update(seqs, *a, **kw):
+        t0 = time.perf_counter()
+        out = update(seqs, *a, **kw)
+        learner.update(s=time.perf_counter() - t0, tokens=sum(len(s.ids) for s in seqs))
+        return out
+
+    trainer.updater.update = timed_update
+    rows, prompts = [], []
+
+    def step(i: int) -> float:
+        """Runs step i; returns its mean generated tokens per rollout."""
+        t0 = time.perf_counter()
+        m, rollouts = trainer.step()
+        wall = time.perf_counter() - t0
+        prompts.extend(list(r.agents["ceo"].ids[:r.turns[0].context_tokens])
+                       for r in rollouts if r.index % cfg.rl.rollouts_per_problem == 0)
+        gen = sum(t.generated_tokens for r in rollouts for t in r.turns)
+        log(f"swarmrl step {i}: {wall:.3f}s (generation {m['rollout_s']:.3f}s), {gen} tokens")
+        if i < args.warmup:
+            return gen / len(rollouts)
+        pad = m["learner/pad_fraction"]  # 1 - real / padded cells
+        rows.append({"step_s": wall, "generation_s": m["rollout_s"], "update_s": wall - m["rollout_s"],
+                     "learner_s": learner["s"], "generated_tokens": gen, "trained_tokens": learner["tokens"],
+                     "padded_tokens": round(learner["tokens"] / (1.0 - pad)), "pad_fraction": pad,
+                     "turns_per_rollout": m["turns_per_rollout"], "reward_mean": m["reward_mean"]})
+        return gen / len(rollouts)
+
+    def finish() -> dict:
+        trainer.close()
+        return {"side": "swarmrl", "steps": rows, "prompt_digest": digest(prompts), "versions": versions()}
+
+    return step, finish
+
+
+def run_swarmrl(args) -> dict:
+    step, finish = swarmrl_side(args)
+    for i in range(args.warmup + args.steps):
+        step(i)
+    return finish()
 
 
 def trl_args(cfg, args, out_dir: str):
@@ -61,8 +117,10 @@ def timed_trainer_class():
     return TimedGRPOTrainer
 
 
-def step_callback(bench: dict, rows: list, warmup: int):
-    """Step wall time = between successive on_step_end calls (the first one ends the warm-up)."""
+def step_callback(bench: dict, rows: list, warmup: int, after=None):
+    """Step wall time = between successive on_step_end calls (the first one ends the warm-up).
+    `after(k)`, called after timed step k is recorded, runs outside TRL's clock (`--one-process`:
+    the other side's step)."""
     from transformers import TrainerCallback
 
     class StepTimer(TrainerCallback):
@@ -70,18 +128,22 @@ def step_callback(bench: dict, rows: list, warmup: int):
 
         def on_step_end(self, targs, state, control, **kw):
             now = time.perf_counter()
-            if state.global_step > warmup:
+            timed = state.global_step > warmup
+            if timed:
                 wall = now - self.last
                 rows.append({"step_s": wall, "update_s": wall - bench["generation_s"],
                              **{k: v for k, v in bench.items() if k not in ("prompt_ids", "prompts")}})
                 log(f"trl step {state.global_step - 1}: {wall:.3f}s (generation {bench['generation_s']:.3f}s)")
             bench.setdefault("prompts", []).extend(bench["prompt_ids"][::targs.num_generations])
-            self.last = now
+            if timed and after is not None:
+                after(state.global_step - 1)
+            self.last = time.perf_counter()
 
     return StepTimer()
 
 
-def run_trl(args) -> dict:
+def run_trl(args, after=None) -> dict:
+    """TRL's side; `after(k)` runs after each timed step k, off TRL's clock (`step_callback`)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -108,8 +170,22 @@ def run_trl(args) -> dict:
     with tempfile.TemporaryDirectory() as out_dir:
         cls = timed_trainer_class()
         trainer = cls(model=model, reward_funcs=[swarmrl_arith_score], args=trl_args(cfg, args, out_dir),
-                      train_dataset=data, processing_class=tok, callbacks=[step_callback(bench, rows, args.warmup)])
+                      train_dataset=data, processing_class=tok, callbacks=[step_callback(bench, rows, args.warmup, after)])
         trainer.bench = bench
         trainer.train()
     return {"side": "trl", "steps": rows, "prompt_digest": digest(bench["prompts"]), "versions": versions(),
             "prompts_roundtrip": digest(bench["prompts"][:len(ids)]) == digest(ids)}
+
+
+def run_both(args) -> dict:
+    """`--one-process`: both sides in this process, their steps alternating. swarmrl's warm-up
+    steps run first (with `--trl-tokens auto` they set TRL's completion length: their mean
+    generated tokens per rollout), then TRL's; then each timed TRL step is followed by one timed
+    swarmrl step, which TRL's clock leaves out. Whatever the machine's speed does during the run,
+    it does to both sides alike."""
+    sw_step, sw_finish = swarmrl_side(args)
+    per_rollout = [sw_step(i) for i in range(args.warmup)]
+    if args.trl_tokens is None:
+        args.trl_tokens = max(1, round(sum(per_rollout) / len(per_rollout)))
+    trl = run_trl(args, after=sw_step)
+    return {"swarmrl": sw_finish(), "trl": trl, "trl_tokens": args.trl_tokens}

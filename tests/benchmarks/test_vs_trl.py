@@ -1,5 +1,6 @@
-"""benchmarks/vs_trl.py without TRL's environment, or with processes that cannot split a step: it
-says what to do and exits non-zero, before any model is loaded (the benchmark itself is run by hand, never as a timed test)."""
+"""benchmarks/vs_trl.py without TRL's environment, with processes that cannot split a step, or
+with a one-process run it cannot make: it says what to do and exits non-zero, before any model is
+loaded (the benchmark itself is run by hand, never as a timed test)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,13 @@ def test_side_processes_default_to_both_sides():
     assert (vs_trl.side_processes(ap, "swarmrl"), vs_trl.side_processes(ap, "trl")) == (2, 2)
     ap.trl_processes = 1
     assert (vs_trl.side_processes(ap, "swarmrl"), vs_trl.side_processes(ap, "trl")) == (2, 1)
+
+
+@pytest.mark.parametrize("argv, says", [(["--one-process", "--processes", "2"], "leave --processes"),
+                                        (["--one-process", "--trl-processes", "2"], "leave --processes"),
+                                        (["--one-process", "--warmup", "0"], "--warmup 1 or more")])
+def test_one_process_mode_refuses_what_it_cannot_run(tmp_path, argv, says):
+    missing = str(tmp_path / "no-venv" / "bin" / "python")
+    with pytest.raises(SystemExit) as exit_info:
+        load_vs_trl().main(["--trl-python", missing, *argv])
+    assert says in str(exit_info.value.code)
