@@ -217,6 +217,7 @@ def run_side(side: str, python: Path, args, model: Path, trl_tokens: int | None)
     cmd = [str(python), *ranks, str(Path(__file__).resolve()), "--side", side, "--model", str(model),
            "--warmup", str(args.warmup), "--steps", str(args.steps), "--threads", str(threads)]
     cmd += ["--trl-tokens", str(trl_tokens)] if trl_tokens else []
+    cmd += ["--swarmrl-sdpa", args.swarmrl_sdpa]
     env = {**os.environ, **{k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
            "PYTHONPATH": str(ROOT / "src"), "TOKENIZERS_PARALLELISM": "false"}
     res = subprocess.run(cmd + args.overrides, stdout=subprocess.PIPE, env=env, text=True, cwd=ROOT)
@@ -285,7 +286,7 @@ def settings(args, cfg, how: str, model: Path, trl_tokens: int) -> dict:
     return {"config": CONFIG, "overrides": BASE_OVERRIDES + args.overrides, "model": str(model), "model_source": how,
             "pairs": args.pairs, "warmup_steps": args.warmup, "timed_steps": args.steps, "threads": args.threads,
             "processes": {side: side_processes(args, side) for side in ("swarmrl", "trl")},
-            "one_process": args.one_process,
+            "one_process": args.one_process, "swarmrl_sdpa": args.swarmrl_sdpa,
             "problems_per_step": cfg.rl.problems_per_step, "completions_per_problem": cfg.rl.rollouts_per_problem,
             "lr": cfg.rl.lr, "clip_eps": cfg.rl.clip_eps, "grad_clip": cfg.rl.grad_clip, "kl": 0.0,
             "temperature": cfg.sampler.temperature, "scale_rewards": cfg.rl.scale_rewards,
@@ -344,6 +345,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="processes per side (data parallel): swarmrl's ddp learner as `learner.processes` runs "
                          "it, TRL's GRPOTrainer under accelerate's multi-CPU mode; each gets threads // processes")
     ap.add_argument("--trl-processes", type=int, default=0, help="TRL's processes, where not --processes")
+    ap.add_argument("--swarmrl-sdpa", choices=["default", "math"], default="default",
+                    help="swarmrl's steps under torch's math SDPA kernel instead of the default choice (a probe; "
+                         "not exact: it changes the rounding)")
     ap.add_argument("--one-process", action="store_true",
                     help="both sides in one process (TRL's environment), steps alternating: the machine's drift "
                          "hits both alike")

@@ -13,6 +13,14 @@ import warnings
 from vs_trl import bench_config, digest, first_prompts, grade_completion, log, rank_world, versions
 
 
+def sdpa_context(backend: str):
+    """`--swarmrl-sdpa`: torch's own kernel choice, or its math kernel only."""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return contextlib.nullcontext() if backend == "default" else sdpa_kernel(SDPBackend.MATH)
+
+
 def swarmrl_side(args):
     """swarmrl's single agent as (step(i), finish()): step i is timed and kept from i = --warmup
     on; finish() closes the trainer and returns the side's result."""
@@ -40,7 +48,8 @@ def swarmrl_side(args):
     def step(i: int) -> float:
         """Runs step i; returns its mean generated tokens per rollout."""
         t0 = time.perf_counter()
-        m, rollouts = trainer.step()
+        with sdpa_context(args.swarmrl_sdpa):
+            m, rollouts = trainer.step()
         wall = time.perf_counter() - t0
         prompts.extend(list(r.agents["ceo"].ids[:r.turns[0].context_tokens])
                        for r in rollouts if r.index % cfg.rl.rollouts_per_problem == 0)
