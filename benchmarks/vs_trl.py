@@ -42,8 +42,8 @@ rollouts are exchanged, each rank backpropagates a token-balanced share), TRL's 
 accelerate's multi-CPU mode (each rank generates and trains 1/N of the step's completions;
 gradients averaged). Rank 0 times the step; token counts and prompts are all ranks' together.
 `--trl-processes M` gives TRL a different number (each side at its own default: `--processes 2
---trl-processes 1`). `--one-process` runs both sides in one process of TRL's environment, steps
-alternating (TRL's warm-up, then each timed TRL step followed by one timed swarmrl step, off TRL's
+--trl-processes 1`). `--one-process` runs both sides in one process of TRL's environment (with
+`--processes N`: both in each of N ranks, sharing one process group), steps alternating (TRL's warm-up, then each timed TRL step followed by one timed swarmrl step, off TRL's
 clock; with `--trl-tokens auto` swarmrl's warm-up steps, run first, set TRL's length): the ratio
 then does not carry the ~20% by which one process's speed differs from the next's on a shared VM.
 Per pair: the ratio swarmrl / TRL of the median step time, of the median time per generated token,
@@ -304,8 +304,8 @@ def check_processes(args, completions_per_step: int) -> None:
         if n < 1 or completions_per_step % n:
             sys.exit(f"error: {side} on {n} processes: the {completions_per_step} completions of a step must "
                      "split evenly over at least one process (--processes / --trl-processes)")
-    if args.one_process and (side_processes(args, "swarmrl"), side_processes(args, "trl")) != (1, 1):
-        sys.exit("error: --one-process runs both sides in a single process: leave --processes and --trl-processes at 1")
+    if args.one_process and side_processes(args, "swarmrl") != side_processes(args, "trl"):
+        sys.exit("error: --one-process runs both sides in the same processes: give no --trl-processes")
     if args.one_process and args.trl_tokens == "auto" and args.warmup < 1:
         sys.exit("error: --one-process with --trl-tokens auto reads TRL's completion length off swarmrl's warm-up "
                  "steps: give --warmup 1 or more, or --trl-tokens N")

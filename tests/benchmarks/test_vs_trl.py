@@ -57,8 +57,9 @@ def test_side_processes_default_to_both_sides():
     assert (vs_trl.side_processes(ap, "swarmrl"), vs_trl.side_processes(ap, "trl")) == (2, 1)
 
 
-@pytest.mark.parametrize("argv, says", [(["--one-process", "--processes", "2"], "leave --processes"),
-                                        (["--one-process", "--trl-processes", "2"], "leave --processes"),
+@pytest.mark.parametrize("argv, says", [(["--one-process", "--processes", "2", "--trl-processes", "1"],
+                                         "no --trl-processes"),
+                                        (["--one-process", "--trl-processes", "2"], "no --trl-processes"),
                                         (["--one-process", "--warmup", "0"], "--warmup 1 or more")])
 def test_one_process_mode_refuses_what_it_cannot_run(tmp_path, argv, says):
     missing = str(tmp_path / "no-venv" / "bin" / "python")
