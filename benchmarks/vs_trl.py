@@ -328,7 +328,9 @@ def parent(args) -> None:
               "load_avg_1_5_15min": {"before": load_before, "after": os.getloadavg()},  # other processes share the CPUs
               **summarize(pairs), "pairs": pairs}
     s = result
-    print(f"median ratio swarmrl/TRL step time: {s['median_ratio_step']:.2f} (target <= 0.5); per generated token "
+    steps = [p["ratio_step"] for p in pairs]
+    print(f"median ratio swarmrl/TRL step time: {s['median_ratio_step']:.2f} (pairs {min(steps):.2f}-{max(steps):.2f}; "
+          f"target <= 0.5); per generated token "
           f"{s['median_ratio_per_generated_token']:.2f}; generation {s['median_ratio_generation']:.2f}, update "
           f"{s['median_ratio_update']:.2f}; same prompts: {s['same_prompt_ids']}")
     if args.json:
