@@ -5,8 +5,9 @@ threads) under `torch.profiler`, after one unprofiled warm-up step, and reports:
 
 - the wall time of the steps, and the share of it spent inside the model's forward calls
   (decode and prefill) against the rest (sampling, the org runtime, the bus, scoring, Python);
-- the operators with the most self time inside those calls, each as a share of the operators'
-  total (the attention kernel, the matmuls, the elementwise tail);
+- the operators with the most self time over the profiled steps, each as a share of all the
+  operators' time (most of it runs inside the model's calls: the attention kernel, the
+  matmuls, the copies of the KV cache, the elementwise tail);
 - the number of forward calls and their mean time.
 
     .venv/bin/python benchmarks/rollout_profile.py [--steps 3] [--init DIR] [--config NAME] [--top 12] [--json F] [key=value ...]
@@ -69,7 +70,7 @@ def operator_shares(prof, top: int) -> list[dict]:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=3, help="RL steps' rollouts per measurement")
-    ap.add_argument("--init", help="model directory (default: the cached warm start of the demo config)")
+    ap.add_argument("--init", help="model directory (default: the cached warm start of --config)")
     ap.add_argument("--config", default=DEMO_CONFIG, help="a preset name or YAML path (default: the demo's)")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--json")
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  {o['share']:6.1%}  {o['op']}  ({o['calls']} calls)")
     if args.json:
         settings = {"config": args.config, "overrides": overrides, "steps": args.steps, "threads": cfg.run.threads,
-                    "cpus": os.cpu_count(), "init": args.init or "the demo's warm start"}
+                    "cpus": os.cpu_count(), "init": args.init or "the config's warm start"}
         Path(args.json).write_text(json.dumps({"settings": settings, **summary}, indent=1) + "\n")
     return summary
 
