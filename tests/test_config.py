@@ -71,6 +71,7 @@ def test_bad_type_names_the_key(override, fragment):
     ("workflow.max_experts=-1", "workflow.max_experts must be in [0, 8]"),
     ("rl.rollouts_per_problem=1", "rl.rollouts_per_problem must be >= 2"),
     ("task.dependency_rate=1.5", "task.dependency_rate must be in [0, 1]"),
+    ("task.max_chain=-1", "task.max_chain must be >= 0"),
     ("task.board_demo_rate=-0.1", "task.board_demo_rate must be in [0, 1]"),
     ("model.num_kv_heads=3", "model.num_heads must be a multiple of model.num_kv_heads"),
     ("eval.team_size=70", "eval.team_size must be in"),

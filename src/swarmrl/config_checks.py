@@ -132,6 +132,7 @@ def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
         (2 <= t.modulus <= 10, f"task.modulus must be in [2, 10] (single-digit answers), got {t.modulus}"),
         (1 <= t.max_step < t.modulus, f"task.max_step must be in [1, modulus - 1], got {t.max_step}"),
         (0.0 <= t.dependency_rate <= 1.0, f"task.dependency_rate must be in [0, 1], got {t.dependency_rate}"),
+        (t.max_chain >= 0, f"task.max_chain must be >= 0 (0: unbounded), got {t.max_chain}"),
         (0.0 <= t.board_demo_rate <= 1.0, f"task.board_demo_rate must be in [0, 1], got {t.board_demo_rate}"),
         (0.0 <= t.chain_demo_rate <= 1.0, f"task.chain_demo_rate must be in [0, 1], got {t.chain_demo_rate}"),
         (0 <= w.max_experts <= 8, f"workflow.max_experts must be in [0, 8], got {w.max_experts}"),

@@ -40,6 +40,11 @@ class TaskConfig:
     real models."""
     dependency_rate: float = 0.25
     """Probability that an item (after the first) uses an earlier item's result as its first operand."""
+    max_chain: int = 0
+    """arith: the longest chain of dependent items a problem may hold (2: an item may use the
+    result of an item that depends on nothing). A dependency drawn onto an item already at the
+    end of a chain this long is dropped. 0: unbounded. The chain is the part of a problem no
+    team can parallelise: its links are solved one after another."""
     board_demo_rate: float = 0.0
     """arith: share of the warm start's team demonstrations in which the experts take items one
     at a time from the shared board (hired with `<hire role="expert" item="next"/>`, no brief)

@@ -7,6 +7,7 @@ import pytest
 
 from swarmrl.config import TaskConfig
 from swarmrl.tasks.arith import ArithProblem, ArithTask, Item, work_text
+from swarmrl.tasks.arith_scripts import longest_chain
 from swarmrl.tasks.base import Grade
 
 
@@ -174,3 +175,19 @@ def test_items_per_problem_and_terms_per_item():
     assert p.num_items == 5
     assert all(len(it.terms) == 4 for it in p.items)
     assert [it.index for it in p.items] == [1, 2, 3, 4, 5]
+
+
+def test_max_chain_bounds_every_chain_and_zero_leaves_the_problems_unchanged():
+    cfg = dict(items_per_problem=12, dependency_rate=0.6)
+    free = ArithTask(TaskConfig(**cfg)).sample(np.random.default_rng(3), 40)
+    assert free == ArithTask(TaskConfig(**cfg, max_chain=0)).sample(np.random.default_rng(3), 40)
+    assert max(len(longest_chain(p)) for p in free) > 2  # the unbounded task does chain further
+    for bound in (1, 2, 3):
+        capped = ArithTask(TaskConfig(**cfg, max_chain=bound)).sample(np.random.default_rng(3), 40)
+        assert max(len(longest_chain(p)) for p in capped) == bound
+        for p, q in zip(free, capped):  # the same draws: a cut drops a dependency, nothing else
+            assert [it.terms[1:] for it in p.items] == [it.terms[1:] for it in q.items]
+            for a, b in zip(p.items, q.items):
+                assert b.dep in (a.dep, None)
+                first = q.items[b.dep - 1].answer if b.dep else b.terms[0]
+                assert b.answer == (first + sum(b.terms[1:])) % q.modulus

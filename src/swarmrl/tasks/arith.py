@@ -44,12 +44,15 @@ class ArithTask:
         return [self._one(rng) for _ in range(n)]
 
     def _one(self, rng: np.random.Generator) -> ArithProblem:
-        m, items = self.cfg.modulus, []
+        m, items, depth = self.cfg.modulus, [], []  # depth[j]: links of the chain ending at item j + 1
         for i in range(1, self.cfg.items_per_problem + 1):
             first = int(rng.integers(0, m))
             steps = rng.integers(1, self.cfg.max_step + 1, size=self.cfg.terms_per_item - 1)
             terms = (first, *(int(x) for x in steps))
             dep = int(rng.integers(1, i)) if i > 1 and rng.random() < self.cfg.dependency_rate else None
+            if dep is not None and self.cfg.max_chain and depth[dep - 1] >= self.cfg.max_chain:
+                dep = None  # no new draw: problems stay those of the unbounded task up to this cut
+            depth.append(1 + (depth[dep - 1] if dep is not None else 0))
             first = items[dep - 1].answer if dep is not None else terms[0]
             items.append(Item(i, terms, dep, (first + sum(terms[1:])) % m))
         key = ";".join(it.text() for it in items)
