@@ -35,21 +35,17 @@ class TaskConfig:
     terms_per_item: int = 3
     """Operands per item (the work an agent writes out grows with it)."""
     max_step: int = 3
-    """Largest operand after the first (1..max_step). Small steps keep the arithmetic learnable
-    by the tiny model in minutes (full mod-10 addition is not, on 2 CPU cores); raise it for
-    real models."""
+    """Largest operand after the first (1..max_step). Small steps keep the arithmetic learnable by
+    the tiny model in minutes (full mod-10 addition is not, on 2 CPU cores); raise it for real models."""
     dependency_rate: float = 0.25
     """Probability that an item (after the first) uses an earlier item's result as its first operand."""
     max_chain: int = 0
-    """arith: the longest chain of dependent items a problem may hold (2: an item may use the
-    result of an item that depends on nothing). A dependency drawn onto an item already at the
-    end of a chain this long is dropped. 0: unbounded. The chain is the part of a problem no
-    team can parallelise: its links are solved one after another."""
+    """arith: the longest chain of dependent items (solved link after link: what no team can
+    parallelise); a dependency that would lengthen one past it is dropped. 0: unbounded."""
     board_demo_rate: float = 0.0
-    """arith: share of the warm start's team demonstrations in which the experts take items one
-    at a time from the shared board (hired with `<hire role="expert" item="next"/>`, no brief)
-    instead of a block the CEO names; the rest are briefed. 0 leaves the board out of the
-    demonstrations."""
+    """arith: share of the warm start's team demonstrations in which the experts take items one at a
+    time from the shared board (hired with `<hire role="expert" item="next"/>`, no brief) instead of
+    a block the CEO names; the rest are briefed. 0 leaves the board out of the demonstrations."""
     chain_demo_rate: float = 0.0
     """arith: share of the board demonstrations whose CEO takes the longest chain of dependent
     items and solves it itself (no link waits for a post). 0: none, and no extra draws."""
