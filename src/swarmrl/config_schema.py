@@ -47,8 +47,7 @@ class TaskConfig:
     time from the shared board (hired with `<hire role="expert" item="next"/>`, no brief) instead of
     a block the CEO names; the rest are briefed. 0 leaves the board out of the demonstrations."""
     chain_demo_rate: float = 0.0
-    """arith: share of the board demonstrations whose CEO takes the longest chain of dependent
-    items and solves it itself (no link waits for a post). 0: none, and no extra draws."""
+    """arith: share of board demonstrations whose CEO solves the longest chain itself (0: none, no extra draws)."""
     modulus: int = 10
     """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
     eval_seed: int = 1_000_003
