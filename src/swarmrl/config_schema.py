@@ -243,9 +243,9 @@ class WarmStartConfig:
     seed: int = 12345
     """Seed of the demonstration problems (disjoint from training and eval streams)."""
     processes: int = 1
-    """Processes the warm start trains on, started by itself like learner.processes: each
-    backpropagates a token-balanced share of every batch and the gradients are summed. Part of
-    the cache key: the result equals one process's only up to float rounding."""
+    """Processes the warm start trains on, started by itself like learner.processes: they share
+    each batch's micro-batches and add the gradients in one process's order, so the weights are
+    one process's (bit for bit where the kernels round alike); not part of the cache key."""
     enabled: Literal["auto", "always", "never"] = "auto"
     """Whether RL starts from the supervised warm start. `auto`: only for the built tiny model
     under the compact protocol (it knows nothing else); a Hugging Face model, or any model

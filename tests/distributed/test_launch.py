@@ -77,11 +77,12 @@ def test_processes_out_of_range_are_refused(key, bad):
         tiny_cfg(f"{key}={bad}")
 
 
-def test_the_warm_start_key_counts_its_ranks_alone():
-    one, two = tiny_cfg(), tiny_cfg("warmstart.processes=2")
-    assert warmstart_key(one) != warmstart_key(two)
-    assert warmstart_key(one) == warmstart_key(tiny_cfg("warmstart.processes=1"))  # caches of one process stay
-    assert warmstart_key(one) == warmstart_key(tiny_cfg("learner.processes=2"))  # training ranks: another matter
+def test_the_warm_start_key_ignores_its_ranks():
+    """The ranks compute what one process computes (policy/warmstart.py `ranked_backward`), so
+    every rank count fills the same cache entry."""
+    one = warmstart_key(tiny_cfg())
+    assert one == warmstart_key(tiny_cfg("warmstart.processes=2")) == warmstart_key(tiny_cfg("warmstart.processes=3"))
+    assert one == warmstart_key(tiny_cfg("learner.processes=2"))
 
 
 def test_warm_start_ranks_skip_the_training_checks():
@@ -130,17 +131,19 @@ def test_a_launched_run_resumes_in_one_process(straight, init, tmp_path, run_mat
     run_match.weights(weights(run, 2), weights(straight, 2))
 
 
-def test_the_warm_start_on_two_ranks_equals_one_process(tmp_path, run_match):
-    overrides = [f"warmstart.cache_dir={tmp_path}", "run.progress=false"]
-    single = api.pretrain(str(TINY), overrides)
-    launched = api.pretrain(str(TINY), [*overrides, "warmstart.processes=2"])
-    assert launched != single and (launched / "warmstart.json").is_file()
+def test_the_warm_start_on_two_ranks_is_one_process_bit_for_bit(tmp_path):
+    """Each rank runs one thread, as the one-process reference does: the same kernels on the same
+    micro-batches, the gradients added in the same order, so the weights are the same bits."""
+    overrides = ["run.progress=false", "run.threads=1"]
+    single = api.pretrain(str(TINY), [*overrides, f"warmstart.cache_dir={tmp_path / 'one'}"])
+    launched = api.pretrain(str(TINY), [*overrides, "run.threads=2", "warmstart.processes=2",
+                                        f"warmstart.cache_dir={tmp_path / 'two'}"])
+    assert launched.name == single.name and (launched / "warmstart.json").is_file()
     stats = [json.loads((p / "warmstart.json").read_text()) for p in (single, launched)]
     assert (stats[0]["processes"], stats[1]["processes"]) == (1, 2)
-    assert stats[0]["generated_tokens"] == stats[1]["generated_tokens"]  # the same demonstrations
-    assert stats[1]["final_loss"] == pytest.approx(stats[0]["final_loss"], rel=1e-4)
+    assert stats[0]["final_loss"] == stats[1]["final_loss"]
     a, b = (load_file(p / "model.safetensors") for p in (launched, single))
-    run_match.weights(a, b)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.fixture(scope="module")

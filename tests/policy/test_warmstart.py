@@ -6,10 +6,13 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.policy.warmstart import demonstrations, epoch_batches, warm_start, warmstart_key
+from swarmrl.policy.warmstart import (demonstrations, epoch_batches, micro_loss, micro_owners, ranked_backward,
+                                     warm_start, warmstart_key)
+from swarmrl.rl.batch import TrainSeq
 
 
 def test_demos_respect_the_header_cap_and_include_a_max0_solo_block():
@@ -77,3 +80,42 @@ def test_length_groups_sort_each_run_and_keep_every_sequence_once():
     assert sorted(map(tuple, batches)) == sorted(map(tuple, expected))
     for b in batches:  # a batch's lengths are sorted: it came from one sorted run
         assert [lengths[i] for i in b] == sorted(lengths[i] for i in b)
+
+
+def _seq(n: int) -> TrainSeq:
+    return TrainSeq(list(range(3, 3 + n)), [0] + [1] * (n - 1), [0.0] * n, 0.0, "ceo", 0)
+
+
+def test_micro_owners_give_the_largest_first_to_the_least_loaded_rank():
+    micros = [[_seq(4)], [_seq(5), _seq(5)], [_seq(9)], [_seq(2), _seq(3), _seq(3)]]  # cells 4, 10, 9, 9
+    # hand: 10 -> rank 0; 9 (micro 2, first of the ties) -> rank 1; 9 (micro 3) -> rank 1 (9 < 10);
+    # 4 -> rank 0 (10 < 18)
+    assert micro_owners(micros, 2) == [0, 0, 1, 1]
+    assert micro_owners(micros, 1) == [0, 0, 0, 0]
+    assert sorted(micro_owners(micros, 5)) == [0, 1, 2, 3]  # more ranks than micro-batches: one each, some idle
+
+
+class _OneRank:
+    """A world of one: the exchange hands back this rank's rows."""
+    rank, world = 0, 1
+
+    def gather_ordered(self, rows, owner, size):
+        assert len(rows) == len(owner) and all(r.shape == (size,) for r in rows)
+        return rows
+
+
+def test_ranked_backward_adds_the_gradients_as_one_process_accumulates_them():
+    policy = build_tiny_policy(load_config("configs/tiny_test.yaml").model, seed=0)
+    model = policy.model
+    micros = [[_seq(7), _seq(9)], [_seq(12)], [_seq(5), _seq(5), _seq(6)]]
+    model.zero_grad(set_to_none=True)
+    total = 0.0
+    for micro in micros:  # the one-process path of `supervised`
+        loss = micro_loss(model, micro, policy.pad_id, 30)
+        loss.backward()
+        total += float(loss.detach())
+    expected = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    assert ranked_backward(model, micros, policy.pad_id, 30, _OneRank()) == total
+    for n, p in model.named_parameters():
+        assert torch.equal(p.grad, expected[n]), n

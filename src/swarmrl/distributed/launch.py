@@ -10,8 +10,10 @@ its sequences, do the same work in 0.8-0.85x the time (README: the demo's time).
 process waits and then reads the run (or the cache) the ranks wrote.
 
 Each rank gets `run.threads // N` threads (at least 1), so N processes use the cores one
-process would; for training, a single-process strategy becomes `ddp`. The numbers equal one
-process's up to float rounding: the gradient is summed over ranks in another order.
+process would; for training, a single-process strategy becomes `ddp`. Training's numbers equal
+one process's up to float rounding: the gradient is summed over ranks in another order. The warm
+start's ranks add their micro-batches' gradients in one process's order (policy/warmstart.py
+`ranked_backward`), so its weights are one process's.
 """
 
 from __future__ import annotations

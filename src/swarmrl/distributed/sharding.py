@@ -77,6 +77,23 @@ class ShardedLearner:
         dist.all_gather_object(out, obj)
         return out
 
+    def gather_ordered(self, rows: list[torch.Tensor], owner: list[int], size: int) -> list[torch.Tensor]:
+        """Every item of every rank, in item order: `owner[i]` is the rank holding item i (the same
+        list on every rank), `rows` this rank's items in that order, each [size]. One all-gather,
+        padded to the rank that holds the most items."""
+        width = max(owner.count(r) for r in range(self.world))
+        buf = torch.zeros(width, size, dtype=rows[0].dtype if rows else torch.float32)  # [width, size]
+        for k, row in enumerate(rows):
+            buf[k] = row
+        got = [torch.empty_like(buf) for _ in range(self.world)]
+        dist.all_gather(got, buf)
+        taken = [0] * self.world
+        items = []
+        for r in owner:
+            items.append(got[r][taken[r]])
+            taken[r] += 1
+        return items
+
     def sum_tree(self, tree: dict) -> dict:
         """Key-wise sum over ranks of a nested dict of floats (loss sums, per-role token sums)."""
         return sum_tree(self.all_gather(tree))

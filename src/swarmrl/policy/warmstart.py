@@ -68,14 +68,13 @@ def warmstart_key(cfg: Config) -> str:
         "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
         "demo_set": scenario.demo_set, **scenario.demo_key(),
         **({"groups": cfg.workflow.groups} if cfg.workflow.groups != 1 else {}),  # groups see variants in demos too
-        "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k != "cache_dir"},
+        # not processes: ranks compute what one process computes, in its order (ranked_backward)
+        "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k not in ("cache_dir", "processes")},
         # share_prompts changes only how much the sampler computes, never a demonstration
         "sampler": {k: v for k, v in cfg.sampler.__dict__.items() if k != "share_prompts"},
         "code": [inspect.getsource(m) for m in _DEMO_CODE]
-        + [inspect.getsource(f) for f in (demonstrations, epoch_batches, supervised)],
+        + [inspect.getsource(f) for f in (demonstrations, epoch_batches, supervised, micro_loss)],
         "version": 3,
-        # ranks sum the gradient in another order than one process: another float rounding
-        **({"processes": cfg.warmstart.processes} if cfg.warmstart.processes > 1 else {}),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -128,9 +127,9 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
     """Next-token cross-entropy on generated tokens only (token mean per batch). `max_pad`: as in
     the RL update (rl.max_pad_fraction), a micro-batch closes before it is more than this share
     padding (a solo CEO's trajectory is several times an expert's). `learner`: several ranks
-    (warmstart.processes), each backpropagating its token-balanced share of every batch; the
-    gradients and losses are summed over ranks, so every rank takes the same optimizer step.
-    `group_batches`: batches of similar lengths (`epoch_batches`)."""
+    (warmstart.processes) share each batch's micro-batches (`ranked_backward`), and every rank
+    takes the optimizer step one process would. `group_batches`: batches of similar lengths
+    (`epoch_batches`)."""
     model = policy.model
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -144,17 +143,16 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
         for indices in epoch_batches(lengths, batch_sequences, group_batches, rng):
             batch = [seqs[i] for i in indices]
             num_tokens = sum(sum(s.gen_mask) for s in batch)
+            micros = micro_batches(batch, micro_batch_tokens, max_pad=max_pad)
             opt.zero_grad(set_to_none=True)
-            total = 0.0
-            mine = batch if learner is None else [batch[i] for i in learner.share(batch, list(range(len(batch))))]
-            for micro in micro_batches(mine, micro_batch_tokens, max_pad=max_pad):
-                t = pad(micro, policy.pad_id)
-                logp, _ = token_logprobs(model, t["ids"], t["attn"], with_entropy=False)  # [B, T]
-                loss = -(logp * t["mask"]).sum() / num_tokens
-                loss.backward()
-                total += float(loss.detach())
-            if learner is not None:
-                total = learner.sum_gradients(list(model.parameters()), total)
+            if learner is None:
+                total = 0.0
+                for micro in micros:
+                    loss = micro_loss(model, micro, policy.pad_id, num_tokens)
+                    loss.backward()  # .grad accumulates micro-batch by micro-batch
+                    total += float(loss.detach())
+            else:
+                total = ranked_backward(model, micros, policy.pad_id, num_tokens, learner)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
@@ -164,6 +162,60 @@ def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, bat
                 log(f"  warm start batch {b}/{n_batches} (epoch {epoch + 1}) loss {np.mean(losses[-25:]):.3f} "
                     f"[{time.perf_counter() - t0:.0f}s]")
     return losses
+
+
+def micro_loss(model: torch.nn.Module, micro: list[TrainSeq], pad_id: int, num_tokens: int) -> torch.Tensor:
+    """The micro-batch's share of the batch's token-mean cross-entropy on generated tokens."""
+    t = pad(micro, pad_id)
+    logp, _ = token_logprobs(model, t["ids"], t["attn"], with_entropy=False)  # [B, T]
+    return -(logp * t["mask"]).sum() / num_tokens
+
+
+def micro_owners(micros: list[list[TrainSeq]], world: int) -> list[int]:
+    """The rank that backpropagates each micro-batch: largest first (padded cells) to the least
+    loaded rank, so the ranks finish together. Any assignment gives the same gradient, because
+    `ranked_backward` adds the micro-batches' gradients in their own order."""
+    cells = [len(m) * max(len(s.ids) for s in m) for m in micros]
+    load, owner = [0] * world, [0] * len(micros)
+    for i in sorted(range(len(micros)), key=lambda i: -cells[i]):  # stable: ties in micro-batch order
+        owner[i] = min(range(world), key=lambda r: load[r])
+        load[owner[i]] += cells[i]
+    return owner
+
+
+def ranked_backward(model: torch.nn.Module, micros: list[list[TrainSeq]], pad_id: int, num_tokens: int,
+                    learner: ShardedLearner) -> float:
+    """This rank backpropagates its micro-batches (`micro_owners`) one at a time; the ranks then
+    exchange every micro-batch's gradient, and each rank adds them in micro-batch order, the order
+    in which one process's .grad accumulates them. So the ranks compute what one process computes,
+    operation for operation: where the kernels round alike (one thread per rank against a
+    one-thread process; on this CPU, two threads too) the weights are the same bits. Every
+    parameter of the tiny model takes part in every forward (a gradient that is None counts as
+    zeros). Returns the batch's loss, added in the same order."""
+    params = list(model.parameters())
+    size = sum(p.numel() for p in params) + 1  # the flat gradient, then the loss
+    owner = micro_owners(micros, learner.world)
+    rows = []
+    for i, micro in enumerate(micros):
+        if owner[i] != learner.rank:
+            continue
+        model.zero_grad(set_to_none=True)
+        loss = micro_loss(model, micro, pad_id, num_tokens)
+        loss.backward()
+        rows.append(torch.cat([*(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in params),
+                               loss.detach().reshape(1)]))  # [size]
+    items = learner.gather_ordered(rows, owner, size)  # every micro-batch's row, in micro-batch order
+    grad = items[0][:-1].clone()  # [size - 1]
+    for item in items[1:]:
+        grad += item[:-1]
+    offset = 0
+    for p in params:
+        p.grad = grad[offset:offset + p.numel()].view_as(p).clone()
+        offset += p.numel()
+    total = 0.0
+    for item in items:
+        total += float(item[-1])
+    return total
 
 
 def check_warm_start(cfg: Config) -> None:
@@ -206,13 +258,13 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
 
 def _open_ranks(cfg: Config) -> ShardedLearner | None:
     """The process group when torchrun started several ranks (None in one process); they must be
-    the warmstart.processes the cache key counts."""
+    the warmstart.processes asked for."""
     rank, world = launch_world()
     if world == 1:
         return None
     if cfg.warmstart.processes != world:
         raise ConfigError(f"the warm start runs on {world} ranks but warmstart.processes={cfg.warmstart.processes}: "
-                          f"set warmstart.processes={world} (it is part of the cache key), or run it in one process")
+                          f"set warmstart.processes={world}, or run it in one process")
     return ShardedLearner("ddp", dist_backend(cfg), rank, world)
 
 
