@@ -68,6 +68,8 @@ def test_more_ranks_than_gpus_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(ConfigError, match="one rank on each GPU; this machine has 1"):
         rank_config(tiny_cfg("learner.processes=2", "model.device=cuda"))
+    # the warm start trains the tiny model on the CPU (gloo), whatever device RL later uses
+    assert rank_config(tiny_cfg("warmstart.processes=2", "model.device=cuda"), WARMSTART).warmstart.processes == 2
 
 
 @pytest.mark.parametrize("key", ["learner.processes", "warmstart.processes"])

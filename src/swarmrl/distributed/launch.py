@@ -66,7 +66,7 @@ def rank_config(cfg: Config, key: str = LEARNER) -> Config:
             check_learner(ranked, world=n)
         except ConfigError as e:
             raise ConfigError(f"{key}={n}: {e} (or {key}=1)") from None
-    if str(cfg.model.device).startswith("cuda"):
+    if key == LEARNER and str(cfg.model.device).startswith("cuda"):  # the warm start trains on the CPU
         import torch
         if torch.cuda.device_count() < n:
             raise ConfigError(f"{key}={n} puts one rank on each GPU; this machine has "

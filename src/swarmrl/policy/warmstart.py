@@ -35,7 +35,7 @@ from swarmrl.collective import runtime as runtime_module
 from swarmrl.config import Config, ConfigError
 from swarmrl.distributed.launch import WARMSTART, launch, launch_needed
 from swarmrl.distributed.sharding import ShardedLearner
-from swarmrl.distributed.torchrun import dist_backend, is_writer, launch_world
+from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.paths import cache_dir
 from swarmrl.policy import chat as chat_module
 from swarmrl.policy import model as model_module
@@ -265,7 +265,7 @@ def _open_ranks(cfg: Config) -> ShardedLearner | None:
     if cfg.warmstart.processes != world:
         raise ConfigError(f"the warm start runs on {world} ranks but warmstart.processes={cfg.warmstart.processes}: "
                           f"set warmstart.processes={world}, or run it in one process")
-    return ShardedLearner("ddp", dist_backend(cfg), rank, world)
+    return ShardedLearner("ddp", "gloo", rank, world)  # the tiny model trains on the CPU, on any machine
 
 
 def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, log) -> None:
