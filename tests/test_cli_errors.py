@@ -210,3 +210,15 @@ def test_train_help_lists_config_keys_and_overrides(capsys):
     out = capsys.readouterr().out
     assert "key=value" in out and "docs/config.md" in out
     assert "rl.{steps," in out and "run.{" in out and "loggers" in out
+
+
+def test_demo_refuses_ranks_this_machine_cannot_run_before_the_warm_start(tmp_path, capsys, monkeypatch):
+    """The demo's learner.processes=2 on a machine with one GPU (model.device=auto lands there)."""
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    cache = tmp_path / "cache"
+    assert main(["demo", "--config", TINY, "--out", str(tmp_path / "demo"), "learner.processes=2",
+                 f"warmstart.cache_dir={cache}"]) == 2
+    assert "learner.processes=2 puts one rank on each GPU" in output(capsys)
+    assert not cache.exists() and not (tmp_path / "demo").exists()

@@ -68,6 +68,10 @@ def test_more_ranks_than_gpus_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(ConfigError, match="one rank on each GPU; this machine has 1"):
         rank_config(tiny_cfg("learner.processes=2", "model.device=cuda"))
+    # model.device=auto lands on the GPU where there is one (the demo's config on a 1-GPU machine)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(ConfigError, match="this machine has 1: set learner.processes to at most that, or model.device=cpu"):
+        rank_config(tiny_cfg("learner.processes=2"))
     # the warm start trains the tiny model on the CPU (gloo), whatever device RL later uses
     assert rank_config(tiny_cfg("warmstart.processes=2", "model.device=cuda"), WARMSTART).warmstart.processes == 2
 

@@ -66,11 +66,14 @@ def rank_config(cfg: Config, key: str = LEARNER) -> Config:
             check_learner(ranked, world=n)
         except ConfigError as e:
             raise ConfigError(f"{key}={n}: {e} (or {key}=1)") from None
-    if key == LEARNER and str(cfg.model.device).startswith("cuda"):  # the warm start trains on the CPU
+    if key == LEARNER:  # the warm start trains on the CPU
         import torch
-        if torch.cuda.device_count() < n:
+        device = str(cfg.model.device)
+        on_gpu = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        if on_gpu and torch.cuda.device_count() < n:
             raise ConfigError(f"{key}={n} puts one rank on each GPU; this machine has "
-                              f"{torch.cuda.device_count()}: set {key} to at most that")
+                              f"{torch.cuda.device_count()}: set {key} to at most that"
+                              + (", or model.device=cpu" if device == "auto" else ""))
     return ranked
 
 
