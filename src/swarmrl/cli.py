@@ -97,8 +97,8 @@ def cmd_demo(args, console: Console) -> int:
     from swarmrl.policy.model import load_policy
     from swarmrl.rl.evaluate import evaluate
     from swarmrl.rl.loop import load_trained_policy, train
-    t0, phases = time.perf_counter(), {}
     from swarmrl.distributed.launch import launch_needed, rank_config
+    t0, phases = time.perf_counter(), {}
     cfg = load_config(resolve_config(args.config or DEMO_CONFIG), args.overrides)
     if launch_needed(cfg):  # training's ranks can run here: an error now, not after the warm start
         rank_config(cfg)
