@@ -43,6 +43,13 @@ from swarmrl.rl.prefix import prefix_clusters
 from swarmrl.rl.sharded import cluster_share, sum_tree, token_share
 
 
+def flat_grads(params: list[torch.nn.Parameter]) -> list[torch.Tensor]:
+    """Each parameter's gradient as a flat [numel] tensor (a view where it has one), zeros where
+    it has none: the pieces of one flat buffer to exchange."""
+    return [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
+            for p in params]
+
+
 class ShardedLearner:
     """The process group of a sharded learner and what the update does with it; `close()`
     destroys the group (build.py `RunParts.close`)."""
@@ -188,8 +195,7 @@ class ShardedLearner:
         passes the same parameters in the same order."""
         if not params:
             return value
-        grads = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
-                 for p in params]  # [numel] each
+        grads = flat_grads(params)
         flags = torch.tensor([p.grad is not None for p in params], dtype=params[0].dtype, device=params[0].device)
         extra = torch.tensor([value], dtype=params[0].dtype, device=params[0].device)
         flat = torch.cat([*grads, flags, extra])  # [sum numel + P + 1]

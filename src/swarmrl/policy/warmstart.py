@@ -34,7 +34,7 @@ from swarmrl.collective import tools as tools_module
 from swarmrl.collective import runtime as runtime_module
 from swarmrl.config import Config, ConfigError
 from swarmrl.distributed.launch import WARMSTART, launch, launch_needed
-from swarmrl.distributed.sharding import ShardedLearner
+from swarmrl.distributed.sharding import ShardedLearner, flat_grads
 from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.paths import cache_dir
 from swarmrl.policy import chat as chat_module
@@ -202,8 +202,7 @@ def ranked_backward(model: torch.nn.Module, micros: list[list[TrainSeq]], pad_id
         model.zero_grad(set_to_none=True)
         loss = micro_loss(model, micro, pad_id, num_tokens)
         loss.backward()
-        rows.append(torch.cat([*(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in params),
-                               loss.detach().reshape(1)]))  # [size]
+        rows.append(torch.cat([*flat_grads(params), loss.detach().reshape(1)]))  # [size]
     items = learner.gather_ordered(rows, owner, size)  # every micro-batch's row, in micro-batch order
     grad = items[0][:-1].clone()  # [size - 1]
     for item in items[1:]:
