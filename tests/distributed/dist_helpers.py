@@ -12,6 +12,7 @@ from swarmrl.runs.rundir import wall_clock
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny_test.yaml"
+TINY_LR = load_config(TINY).rl.lr  # run_match.weights: the Adam noise allowed per step
 
 # An untrained tiny model never scores, so the collective advantage would be 0 and the weights
 # would never move; equality and resume checks need updates that really change the weights.

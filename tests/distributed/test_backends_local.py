@@ -145,6 +145,10 @@ def test_run_match_takes_cross_thread_noise_and_rejects_real_differences(run_mat
     run_match.weights(w, {"w": w["w"] + 7.5e-9})
     with pytest.raises(AssertionError):
         run_match.weights(w, {"w": w["w"] + 1e-5})  # far below one Adam step (~1e-3)
+    lora_b = {"w": torch.tensor([-4.131603e-05, 6e-4])}  # measured: local vs ray, isolated adapters, 2 steps
+    run_match.weights(lora_b, {"w": lora_b["w"] + torch.tensor([-2.2e-7, 0.0])}, lr=3e-4, steps=2)
+    with pytest.raises(AssertionError):
+        run_match.weights(lora_b, {"w": lora_b["w"] + 1e-4}, lr=3e-4, steps=2)  # a third of one step
     cfg = tiny_cfg()
     with Trainer(cfg, build_tiny_policy(cfg.model)) as tr:
         rollouts, _ = tr.backend.run(0, tr.step_rollouts)

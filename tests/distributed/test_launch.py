@@ -26,7 +26,7 @@ from swarmrl.diagnostics.mfu import peak_key
 from swarmrl.distributed.launch import WARMSTART, launch_needed, rank_config, run_ranks
 from swarmrl.policy.warmstart import warmstart_key
 
-from dist_helpers import TINY, tiny_cfg
+from dist_helpers import TINY, TINY_LR, tiny_cfg
 from test_torchrun import ARGS, rows, weights
 
 
@@ -115,7 +115,7 @@ def test_a_launched_run_equals_one_process(straight, init, tmp_path, run_match):
     assert [r["perf/peak_tflops"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] \
         == [2 * 1e3] * 2
     run_match.metrics(rows(run), rows(straight))
-    run_match.weights(weights(run, 2), weights(straight, 2))
+    run_match.weights(weights(run, 2), weights(straight, 2), TINY_LR, steps=2)
     recorded = api.load_run(run).config  # the caller's config: a resume derives the ranks' from it
     assert (recorded.learner.strategy, recorded.learner.processes) == ("single", 2)
 
@@ -126,7 +126,7 @@ def test_a_launched_run_resumes_on_its_ranks(straight, init, tmp_path, run_match
     assert main(["train", *ARGS, "rl.steps=1", "learner.processes=2", "--out", str(run), "--init", str(init)]) == 0
     assert main(["train", "--resume", str(run), "rl.steps=2"]) == 0
     run_match.metrics(rows(run), rows(straight))
-    run_match.weights(weights(run, 2), weights(straight, 2))
+    run_match.weights(weights(run, 2), weights(straight, 2), TINY_LR, steps=2)
 
 
 def test_a_launched_run_resumes_in_one_process(straight, init, tmp_path, run_match):
@@ -134,7 +134,7 @@ def test_a_launched_run_resumes_in_one_process(straight, init, tmp_path, run_mat
     assert main(["train", *ARGS, "rl.steps=1", "learner.processes=2", "--out", str(run), "--init", str(init)]) == 0
     assert main(["train", "--resume", str(run), "rl.steps=2", "learner.processes=1"]) == 0
     run_match.metrics(rows(run), rows(straight))
-    run_match.weights(weights(run, 2), weights(straight, 2))
+    run_match.weights(weights(run, 2), weights(straight, 2), TINY_LR, steps=2)
 
 
 def test_the_warm_start_on_two_ranks_is_one_process_bit_for_bit(tmp_path):

@@ -15,7 +15,7 @@ from swarmrl.policy.model import build_tiny_policy, save_policy
 from swarmrl.rl.loop import train
 from swarmrl.rl.trainer import Trainer
 
-from dist_helpers import timeless, tiny_cfg
+from dist_helpers import TINY_LR, timeless, tiny_cfg
 
 ray = pytest.importorskip("ray")
 RAY = ("distributed.backend=ray", "distributed.rollout_workers=2")
@@ -50,7 +50,7 @@ def test_ray_workers_give_the_local_backends_numbers(cluster, run_match):
     assert any(m["grad_norm"] > 0 for m in ray_m)  # the second step ran on published (changed) weights
     for a, b in zip(local_r, ray_r):
         run_match.rollouts(a, b)
-    run_match.weights(local_w, ray_w)
+    run_match.weights(local_w, ray_w, TINY_LR, steps=2)
     assert [m["distributed/staleness_max"] for m in ray_m] == [0, 0]
 
 
@@ -97,7 +97,7 @@ def test_resume_across_backends_equals_a_straight_local_run(cluster, tmp_path, f
     from safetensors.torch import load_file
     a = load_file(str(run.path / "checkpoints/step_4/policy.safetensors"))
     b = load_file(str(straight.path / "checkpoints/step_4/policy.safetensors"))
-    run_match.weights(a, b)
+    run_match.weights(a, b, TINY_LR, steps=4)
 
 
 @pytest.mark.slow
@@ -116,4 +116,4 @@ def test_isolated_lora_policy_publishes_adapters_only(cluster, run_match):
                                "workflow.generators=2"), 2)
     dist = run_steps(cfg, 2)
     run_match.metrics([timeless(m) for m in dist[0]], [timeless(m) for m in local[0]])
-    run_match.weights(local[2], dist[2])
+    run_match.weights(local[2], dist[2], TINY_LR, steps=2)

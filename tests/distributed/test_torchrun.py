@@ -27,7 +27,7 @@ from swarmrl.cli import main
 from swarmrl.config import ConfigError, load_config
 from swarmrl.distributed.torchrun import check_learner
 
-from dist_helpers import REPO, TINY, timeless
+from dist_helpers import REPO, TINY, TINY_LR, timeless
 
 SPREAD = f"rl.advantage={REPO / 'tests' / 'distributed' / 'spread_advantage.py'}:spread"
 ARGS = [str(TINY), SPREAD, "eval.val_interval=0", "run.progress=false", "run.threads=1",
@@ -82,7 +82,7 @@ def test_torchrun_ddp_run_writes_the_run_directory_and_equals_one_process(straig
     assert (run / "final" / "model.safetensors").is_file()
     assert not list(run.parent.glob(".*"))  # no staging left behind by either rank
     run_match.metrics(rows(run), rows(straight))
-    run_match.weights(weights(run, 2), weights(straight, 2))
+    run_match.weights(weights(run, 2), weights(straight, 2), TINY_LR, steps=2)
     assert (run / "samples" / "step_0000.jsonl").read_text() == (straight / "samples" / "step_0000.jsonl").read_text()
 
 
@@ -99,7 +99,7 @@ def test_an_fsdp_checkpoint_resumes_in_one_process(straight, fsdp_step1, tmp_pat
     run = shutil.copytree(fsdp_step1, tmp_path / "fsdp_then_single")
     assert main(["train", "--resume", str(run), "rl.steps=2", "learner.strategy=single"]) == 0
     run_match.metrics(rows(run), rows(straight))
-    run_match.weights(weights(run, 2), weights(straight, 2))
+    run_match.weights(weights(run, 2), weights(straight, 2), TINY_LR, steps=2)
 
 
 def test_an_fsdp_resume_under_fsdp_is_bit_exact(init, fsdp_step1, tmp_path):
@@ -122,7 +122,7 @@ def test_a_single_process_checkpoint_resumes_under_fsdp(straight, init, tmp_path
     assert main(["train", *ARGS, "rl.steps=1", "--out", str(run), "--init", str(init)]) == 0
     torchrun(["train", "--resume", str(run), "rl.steps=2", "learner.strategy=fsdp"], tmp_path / "fsdp.log")
     run_match.metrics(rows(run), rows(straight))
-    run_match.weights(weights(run, 2), weights(straight, 2))
+    run_match.weights(weights(run, 2), weights(straight, 2), TINY_LR, steps=2)
     assert (run / "final" / "model.safetensors").is_file()  # gathered from the sharded model's checkpoint
 
 
@@ -137,7 +137,7 @@ def test_lora_adapters_under_fsdp_equal_one_process(init, tmp_path, run_match):
     run_match.metrics(rows(sharded), rows(single))
     for group in ("adapter_ceo", "adapter_expert"):
         run_match.weights(load_file(sharded / "checkpoints" / "step_2" / f"{group}.safetensors"),
-                          load_file(single / "checkpoints" / "step_2" / f"{group}.safetensors"))
+                          load_file(single / "checkpoints" / "step_2" / f"{group}.safetensors"), TINY_LR, steps=2)
 
 
 def output(capsys) -> str:
