@@ -109,8 +109,9 @@ def test_async_rollouts_are_bounded_stale_and_logged(cluster):
     assert all(m["loss"] == m["loss"] for m in ms)  # finite (the PPO ratio corrects stale rollouts)
 
 
-@pytest.mark.slow
 def test_isolated_lora_policy_publishes_adapters_only(cluster, run_match):
+    """Isolated LoRA adapters sampled on Ray workers: the local backend's metrics, and its adapters
+    within tolerance (Adam's noise on LoRA B included, tests/conftest.py)."""
     cfg = tiny_cfg(*RAY, "workflow.name=voting", "policy.sharing=isolated", "workflow.generators=2")
     local = run_steps(tiny_cfg("distributed.rollout_workers=2", "workflow.name=voting", "policy.sharing=isolated",
                                "workflow.generators=2"), 2)
