@@ -6,15 +6,24 @@
 #     bash benchmarks/gpu_check.sh [MODEL] [OUT_DIR]
 #
 # MODEL: a model directory you downloaded (or a hub id already in the HF cache); default
-# $SWARMRL_GPU_MODEL, else Qwen/Qwen3-0.6B. OUT_DIR: default runs/gpu_check.
+# $SWARMRL_GPU_MODEL, else Qwen/Qwen3-0.6B. `random:Qwen3-0.6B` (or -1.7B, -4B) writes that
+# architecture with random weights and Qwen's real vocabulary first (benchmarks/random_model.py),
+# for a machine that reaches no hub: it samples random tokens, so every turn runs to its cap and
+# scores 0 (the learner still runs every token's forward and backward). OUT_DIR: default
+# runs/gpu_check.
 #
-# 1. installs the `vllm` extra into .venv (scripts/setup.sh first if there is no .venv);
+# Settings for a machine without the project's .venv or without network access:
+#   SWARMRL_PYTHON=python3     use this interpreter as it is (no setup.sh, no pip install);
+#   SWARMRL_GPU_ENGINE=hf      sample with swarmrl's own decode loop on the GPU instead of vLLM;
+#   SWARMRL_GPU_CHECK_TOKENS   tokens per turn (default 384).
+#
+# 1. installs the `vllm` extra into .venv (scripts/setup.sh first if there is no .venv; neither with SWARMRL_PYTHON);
 # 2. the GPU unit tests of placement (tests/policy/test_device.py, marked `gpu`);
 # 3. 3 RLCR steps (workflow org, task math on the builtin `champ` problems, shared policy,
 #    gradient checkpointing) from configs/recipes/rlcr_math_qwen3_1.7b.yaml, scaled down;
 # 4. 3 Voting steps with isolated policies (one LoRA adapter per role, all served by one vLLM
 #    engine) from configs/recipes/workflows_math_qwen3_0.6b.yaml, scaled down;
-#    both with sampler.engine=vllm, model.protocol=chat, model.device=auto (the GPU);
+#    both with sampler.engine=vllm (or SWARMRL_GPU_ENGINE), model.protocol=chat, model.device=auto (the GPU);
 # 5. prints tokens/s, step time and peak GPU memory per run (metrics.jsonl) and exits non-zero
 #    on any failure (a run past its time budget counts as one).
 # SWARMRL_GPU_CHECK_FULL=1 also runs the vLLM engine tests (tests/distributed, marked `gpu`;
@@ -23,14 +32,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-${SWARMRL_GPU_MODEL:-Qwen/Qwen3-0.6B}}
 OUT=${2:-runs/gpu_check}
-PY=.venv/bin/python
+ENGINE=${SWARMRL_GPU_ENGINE:-vllm}
+TOKENS=${SWARMRL_GPU_CHECK_TOKENS:-384}
+PY=${SWARMRL_PYTHON:-.venv/bin/python}
 
 nvidia-smi -L || { echo "gpu_check: no NVIDIA GPU visible" >&2; exit 1; }
-[ -x "$PY" ] || bash scripts/setup.sh
-# vllm pins its own CUDA torch: install it as the extra says (not torch by itself).
-$PY -m pip install -q --disable-pip-version-check -e ".[vllm,dev]"
-$PY -c "import torch, vllm; assert torch.cuda.is_available(); print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.get_device_name(0))"
-echo "gpu_check: model $MODEL -> $OUT"
+if [ -z "${SWARMRL_PYTHON:-}" ]; then
+  [ -x "$PY" ] || bash scripts/setup.sh
+  # vllm pins its own CUDA torch: install it as the extra says (not torch by itself).
+  if [ "$ENGINE" = vllm ]; then EXTRAS="vllm,dev"; else EXTRAS="dev"; fi
+  $PY -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+fi
+$PY -c "import torch, transformers; assert torch.cuda.is_available(), 'torch sees no CUDA GPU'; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))"
+[ "$ENGINE" = hf ] || $PY -c "import vllm; print('vllm', vllm.__version__)"
+case "$MODEL" in
+  random:*) $PY benchmarks/random_model.py "${MODEL#random:}" "$OUT/model" --device cuda; MODEL="$OUT/model" ;;
+esac
+echo "gpu_check: model $MODEL, engine $ENGINE -> $OUT"
 
 timeout 120 $PY -m pytest -q -p no:cacheprovider -m gpu tests/policy/test_device.py
 if [ "${SWARMRL_GPU_CHECK_FULL:-0}" = 1 ]; then
@@ -40,8 +58,8 @@ fi
 # Small on purpose: 2 problems x 4 rollouts, short turns; what is checked is that every part runs
 # on the GPU (vLLM sampling, weight sync, the bf16 learner), not what the model learns.
 SMALL=("model.name_or_path=$MODEL" task.dataset=champ rl.steps=3 rl.problems_per_step=2
-       rl.rollouts_per_problem=4 sampler.max_new_tokens_per_turn=384 model.max_context_tokens=4096
-       eval.val_interval=0 run.progress=false run.checkpoint_every=0 run.samples_per_step=2)
+       rl.rollouts_per_problem=4 "sampler.max_new_tokens_per_turn=$TOKENS" model.max_context_tokens=4096
+       eval.val_interval=0 run.progress=false run.checkpoint_every=0 run.samples_per_step=2 "sampler.engine=$ENGINE")
 timeout 270 $PY -m swarmrl.cli train recipes/rlcr_math_qwen3_1.7b "${SMALL[@]}" workflow.max_experts=2 \
   time_limit.start=120 time_limit.end=120 --out "$OUT/rlcr" --overwrite
 timeout 240 $PY -m swarmrl.cli train recipes/workflows_math_qwen3_0.6b "${SMALL[@]}" workflow.name=voting \
@@ -57,6 +75,8 @@ for run in ("rlcr", "voting_isolated"):
         assert math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"]), f"{run} step {r['step']}: loss {r['loss']}"
         assert r.get("gpu/peak_mem_gb", 0) > 0, f"{run} step {r['step']}: no gpu/peak_mem_gb (the learner is not on the GPU)"
     print(f"{run:16s} tokens/s {[round(r['tokens_per_s'], 1) for r in rows]}  step_s {[round(r['step_s'], 1) for r in rows]}  "
+          f"rollout_s {[round(r['rollout_s'], 1) for r in rows]}  update_s {[round(r.get('perf/update_s', float('nan')), 1) for r in rows]}  "
+          f"tokens/rollout {[round(r['generated_tokens_per_rollout']) for r in rows]}  "
           f"peak GPU GB {[round(r['gpu/peak_mem_gb'], 2) for r in rows]}  pad_fraction "
           f"{[round(r.get('learner/pad_fraction', float('nan')), 3) for r in rows]}  score {[round(r['score_mean'], 3) for r in rows]}")
 PY

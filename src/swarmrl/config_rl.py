@@ -124,7 +124,7 @@ class RLConfig:
     each sequence attending to its keys and values (rl/prefix.py); micro-batches keep such
     sequences together. Same log-probs and gradient up to float rounding (last bits); models
     that do not split into a body and a plain head, or have sliding-window layers, run whole
-    sequences, and so does an fsdp-sharded learner. `learner/pad_fraction` then counts the
+    sequences, and so do an fsdp-sharded learner and `model.gradient_checkpointing`. `learner/pad_fraction` then counts the
     prefix cells too."""
     logprob_chunk_tokens: int = 0
     """Learner log-probs over at most this many (sequence, position) pairs at a time, each

@@ -123,3 +123,25 @@ def test_an_update_with_shared_prefixes_equals_the_plain_update():
     # Without sharing every token of every sequence runs once; with it the prefixes run once each.
     assert out[False]["learner/tokens_run_fraction"] == 1.0
     assert out[True]["learner/tokens_run_fraction"] < 0.6
+
+
+def test_gradient_checkpointing_runs_whole_sequences_and_updates_as_without_it():
+    # transformers fills no key/value cache under gradient checkpointing in training, so sharing
+    # is off there (found on a chat model's recipe, which turns checkpointing on).
+    from swarmrl.policy.device import enable_gradient_checkpointing
+    seqs = _batch(8, seed=2)
+    out, params = {}, {}
+    for ckpt in (False, True):
+        torch.manual_seed(0)
+        policy = build_tiny_policy(TINY)
+        if ckpt:
+            enable_gradient_checkpointing(policy.model)
+        assert can_share(policy.model) is not ckpt
+        ps = PolicySet(policy, "shared", ["ceo", "expert"])
+        cfg = dataclasses.replace(RLConfig(), loss="ppo_clip", share_prefixes=True, lr=1e-2)
+        out[ckpt] = Updater(cfg, ps, get_loss("ppo_clip"), policy.pad_id, seed=0).update(seqs, step=0, measure_roles=True)
+        params[ckpt] = [p.detach().clone() for p in policy.model.parameters()]
+    assert out[True]["learner/tokens_run_fraction"] == 1.0 and out[False]["learner/tokens_run_fraction"] < 1.0
+    assert out[True]["loss"] == pytest.approx(out[False]["loss"], rel=1e-4, abs=1e-6)
+    for a, b in zip(params[True], params[False]):  # as in the test above: Adam's first step, 1e-3 lr
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from swarmrl.policy.device import checkpointing_on
 from swarmrl.policy.kvcache import attention_layout
 from swarmrl.policy.prompt_pool import common_prefix
 from swarmrl.rl.batch import TrainSeq, body_and_head, head_logprobs
@@ -66,8 +67,12 @@ def _prompt_limit(s: TrainSeq) -> int:
 
 
 def can_share(model) -> bool:
-    """The model splits into a decoder body and a plain output head (see `body_and_head`), and
-    every layer attends to the whole past (a sliding window's cache would cut the prefix)."""
+    """The model splits into a decoder body and a plain output head (see `body_and_head`), every
+    layer attends to the whole past (a sliding window's cache would cut the prefix), and no layer
+    recomputes its activations: transformers fills no cache under gradient checkpointing in
+    training, so the prefixes' keys and values would never be written."""
+    if checkpointing_on(model):
+        return False
     try:
         return body_and_head(model) is not None and attention_layout(model) == "full"
     except Exception:  # not attention layers at all: the plain forward
@@ -96,6 +101,9 @@ class SharedPrefixes:
                 attn[r, :len(k)] = 1
             cache = DynamicCache()
             body(input_ids=ids.to(device), attention_mask=attn.to(device), cache=cache, use_cache=True)
+            if not cache.layers or getattr(cache.layers[0], "keys", None) is None:
+                raise RuntimeError("shared prefixes: the model's forward filled no key/value cache "
+                                   "(run with rl.share_prefixes=false)")
             parts.append([(layer.keys, layer.values) for layer in cache.layers])
         self.outputs = [(torch.cat([p[i][0] for p in parts]), torch.cat([p[i][1] for p in parts]))
                         for i in range(len(parts[0]))]  # per layer [U, kv_heads, P, head_dim]
