@@ -145,3 +145,32 @@ def test_gradient_checkpointing_runs_whole_sequences_and_updates_as_without_it()
     assert out[True]["loss"] == pytest.approx(out[False]["loss"], rel=1e-4, abs=1e-6)
     for a, b in zip(params[True], params[False]):  # as in the test above: Adam's first step, 1e-3 lr
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+
+
+def test_a_body_that_takes_past_key_values_reads_the_shared_prefixes():
+    # transformers before 5.2x names the cache `past_key_values` and swallows an unknown `cache=`
+    # into **kwargs: the remainders would then attend to themselves alone, silently.
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3Model
+
+    from swarmrl.policy.kvcache import cache_keyword
+
+    class OlderBody(Qwen3Model):
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                    use_cache=None, **kwargs):
+            kwargs.pop("cache", None)
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                   cache=past_key_values, use_cache=use_cache, **kwargs)
+
+    torch.manual_seed(0)
+    policy = build_tiny_policy(TINY)
+    model, seqs = policy.model, _batch()
+    model.model.__class__ = OlderBody
+    assert cache_keyword(model.model) == "past_key_values"
+    cut = prefix_lengths(seqs)
+    t = pad(seqs, policy.pad_id)
+    with torch.no_grad():
+        ref, _ = token_logprobs(model, t["ids"], t["attn"], with_entropy=False)
+        prefixes = SharedPrefixes(model, seqs, cut, policy.pad_id, "cpu", chunk_cells=64)
+        logp, _, _ = shared_logprobs(model, seqs, cut, prefixes, policy.pad_id, "cpu", False)
+    on = t["mask"].bool()
+    torch.testing.assert_close(logp[on], ref[on], rtol=0, atol=2e-6)

@@ -15,6 +15,8 @@ cost of such a batch close to the tokens it really holds:
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer, get_layer_types_and_kwargs
@@ -22,6 +24,14 @@ from transformers.cache_utils import DynamicLayer, get_layer_types_and_kwargs
 
 class UnsupportedArchitecture(ValueError):
     """The model's layers cannot run on the sampler's stacked DynamicCache."""
+
+
+def cache_keyword(module: torch.nn.Module) -> str:
+    """The name under which `module.forward` takes a key/value cache. transformers 5.2x renamed
+    `past_key_values` to `cache`; older releases (and remote-code models) silently put an unknown
+    `cache=` into **kwargs and fill a cache of their own."""
+    base = module.get_base_model() if hasattr(module, "get_base_model") else module
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def attention_layout(model: torch.nn.Module) -> str:

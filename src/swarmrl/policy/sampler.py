@@ -16,7 +16,6 @@ which the PPO ratio needs as its denominator.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -24,8 +23,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from swarmrl.policy.kvcache import (attention_layout, crop_left, decode_mask, prefill_parts, prepared_decode_masks,
-                                    row_columns, stack_left_padded)
+from swarmrl.policy.kvcache import (attention_layout, cache_keyword, crop_left, decode_mask, prefill_parts,
+                                    prepared_decode_masks, row_columns, stack_left_padded)
 from swarmrl.policy.model import Policy
 from swarmrl.policy.prompt_pool import Past, PromptPool
 
@@ -160,9 +159,7 @@ class DecodeStream:
         self.prepared_masks = prepared_decode_masks(model)  # decode steps skip transformers' mask building
         self.device = model.device
         self.gen = torch.Generator(device=self.device).manual_seed(seed)  # rows without a row seed
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        # transformers 5 renamed `past_key_values` to `cache`; remote-code models may still use the old name.
-        self.cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+        self.cache_kw = cache_keyword(model)
         self.live: dict[object, Row] = {}  # tag -> every request added and not yet finished
         self.queue: list[Row] = []  # waiting to join the batch
         self.rows: list[Row] = []  # the batch, in batch order

@@ -22,7 +22,7 @@ import torch
 from transformers import DynamicCache
 
 from swarmrl.policy.device import checkpointing_on
-from swarmrl.policy.kvcache import attention_layout
+from swarmrl.policy.kvcache import attention_layout, cache_keyword
 from swarmrl.policy.prompt_pool import common_prefix
 from swarmrl.rl.batch import TrainSeq, body_and_head, head_logprobs
 
@@ -100,7 +100,7 @@ class SharedPrefixes:
                 ids[r, :len(k)] = torch.tensor(k)
                 attn[r, :len(k)] = 1
             cache = DynamicCache()
-            body(input_ids=ids.to(device), attention_mask=attn.to(device), cache=cache, use_cache=True)
+            body(input_ids=ids.to(device), attention_mask=attn.to(device), use_cache=True, **{cache_keyword(body): cache})
             if not cache.layers or getattr(cache.layers[0], "keys", None) is None:
                 raise RuntimeError("shared prefixes: the model's forward filled no key/value cache "
                                    "(run with rl.share_prefixes=false)")
@@ -146,8 +146,8 @@ def shared_logprobs(model, seqs: list[TrainSeq], cut: list[int], prefixes: Share
         attn[i, p_max:p_max + len(rest[i])] = 1
         pos[i] = torch.arange(c, c + s_max)
     ids = ids.to(device)
-    hidden = body(input_ids=ids, attention_mask=attn.to(device), position_ids=pos.to(device),
-                  cache=prefixes.cache_for(seqs, cut), use_cache=True).last_hidden_state  # [B, S, H]
+    hidden = body(input_ids=ids, attention_mask=attn.to(device), position_ids=pos.to(device), use_cache=True,
+                  **{cache_keyword(body): prefixes.cache_for(seqs, cut)}).last_hidden_state  # [B, S, H]
     h = hidden[:, :-1].reshape(b * (s_max - 1), hidden.shape[-1])  # [N, H], N = B (S-1)
     picked, ent = head_logprobs(head, h, ids[:, 1:].reshape(-1), temperature, with_entropy, chunk_tokens)  # [N]
 
