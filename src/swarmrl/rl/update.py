@@ -139,9 +139,10 @@ class Updater:
         with autocast(device, self.mixed_precision):
             if cut is not None and any(cut):
                 return shared_logprobs(model, micro, cut, prefixes, self.pad_id, device, with_entropy,
-                                       temperature=self.temperature, chunk_tokens=self.cfg.logprob_chunk_tokens)
+                                       temperature=self.temperature, chunk_tokens=self.cfg.logprob_chunk_tokens,
+                                       keep=t["mask"])
             logp, ent = token_logprobs(model, t["ids"], t["attn"], with_entropy=with_entropy, temperature=self.temperature,
-                                       chunk_tokens=self.cfg.logprob_chunk_tokens)
+                                       chunk_tokens=self.cfg.logprob_chunk_tokens, keep=t["mask"])
         return logp, ent, {"cells": float(t["ids"].numel()), "real": float(sum(len(s.ids) for s in micro))}
 
     def _prefixes(self, model, seqs: list[TrainSeq], cut: list[int]) -> SharedPrefixes:
