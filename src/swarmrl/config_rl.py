@@ -131,8 +131,10 @@ class RLConfig:
     chunk's output head and log-softmax recomputed in the backward, so no [batch, length,
     vocabulary] logits tensor ever exists (rl/batch.py `token_logprobs`). 0 = the full logits at
     once. At a 151,936-token vocabulary the full logits cost ~2.5 GB per 1,024 tokens in float32,
-    several times over in the backward: set e.g. 1024 for real models. Same math up to float
-    rounding (last bits), so 0 stays the default for bit-identical tiny-model runs."""
+    several times over in the backward: set e.g. 1024 for real models. With chunks only the
+    positions the loss reads (the generated tokens) go through the head at all, so an agent's
+    long prompt and observations cost the body alone. Same math up to float rounding (last
+    bits), so 0 stays the default for bit-identical tiny-model runs."""
     minibatches_per_step: int = 1
     """Optimizer updates per step; >1 makes the PPO ratio differ from 1 after the first."""
     aggregation: str = "token_mean"
