@@ -103,14 +103,17 @@ def tiny_qwen3(attn_implementation="sdpa", **extra):
 
 
 def test_decode_mask_is_the_mask_transformers_builds_for_a_one_token_query():
+    import inspect
+
     from transformers.masking_utils import create_causal_mask
     model = tiny_qwen3()
     w = 7
+    kw = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"  # 5.25 / 5.14
     for attn in (torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 1, 1], [0, 1, 1, 1, 1, 1, 1]]),  # pads, holes
                  torch.ones(3, w, dtype=torch.long)):  # no padding: transformers returns None
         cache = DynamicCache(ddp_cache_data=[(torch.zeros(3, 2, w - 1, 8), torch.zeros(3, 2, w - 1, 8))] * 2)
         want = create_causal_mask(config=model.config, inputs_embeds=torch.zeros(3, 1, 32), attention_mask=attn,
-                                  cache=cache, position_ids=attn.sum(-1, keepdim=True) - 1)
+                                  position_ids=attn.sum(-1, keepdim=True) - 1, **{kw: cache})
         got = decode_mask(attn)
         assert (got is None) == (want is None) == bool(attn.all())
         if want is not None:

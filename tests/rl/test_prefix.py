@@ -159,11 +159,12 @@ def test_a_body_that_takes_past_key_values_reads_the_shared_prefixes():
                     use_cache=None, **kwargs):
             kwargs.pop("cache", None)
             return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                                   cache=past_key_values, use_cache=use_cache, **kwargs)
+                                   use_cache=use_cache, **{installed: past_key_values}, **kwargs)
 
     torch.manual_seed(0)
     policy = build_tiny_policy(TINY)
     model, seqs = policy.model, _batch()
+    installed = cache_keyword(model.model)  # this machine's transformers, whichever name it takes
     model.model.__class__ = OlderBody
     assert cache_keyword(model.model) == "past_key_values"
     cut = prefix_lengths(seqs)
