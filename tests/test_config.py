@@ -337,3 +337,16 @@ def test_an_integer_is_read_as_its_digits_where_a_string_is_expected():
     cfg = load_config(None, ["rl.smaller_caps=0", "rl.smaller_caps_fraction=0.25"])
     assert cfg.rl.smaller_caps == "0"  # one cap; `0,1` already parsed as a string
     assert load_config(None, ["rl.smaller_caps=0,1"]).rl.smaller_caps == "0,1"
+
+
+def test_full_weights_in_bfloat16_at_a_step_that_rounds_away_are_refused():
+    import torch
+    w = torch.tensor(0.02, dtype=torch.bfloat16)  # the reason, by hand: bfloat16's spacing at 0.02 is 2^-13
+    assert (w - 1e-6 == w) and (w - 2.0 ** -14 * 1.01 != w)
+    with pytest.raises(ConfigError, match=r"model\.dtype=bfloat16 with policy\.sharing=shared .* rl\.lr \(1e-06\)"):
+        load_config(None, ["model.dtype=bfloat16", "rl.lr=1e-6"])
+    with pytest.raises(ConfigError, match="policy.sharing=isolated_full"):
+        load_config(None, ["model.dtype=float16", "rl.lr=1e-6", "policy.sharing=isolated_full"])
+    assert load_config(None, ["model.dtype=bfloat16", "rl.lr=1e-4"]).model.dtype == "bfloat16"  # steps that land
+    assert load_config(None, ["model.dtype=bfloat16", "rl.lr=1e-6", "policy.sharing=isolated"]).rl.lr == 1e-6
+    assert load_config(None, ["rl.lr=1e-6"]).model.dtype == "float32"

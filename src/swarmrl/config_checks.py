@@ -95,8 +95,8 @@ CONTEXT_MARGIN_TOKENS = 128
 def validate(cfg: Config) -> Config:
     """Value checks that types cannot express; the first failure is a ConfigError naming the key."""
     # Group by group: the cross checks divide by values that the bounds have checked by then.
-    for group in (_bound_checks, _range_checks, _cross_checks, _rl_menu_checks, _sandbox_checks, _task_checks,
-                  _distributed_checks):
+    for group in (_bound_checks, _range_checks, _cross_checks, _precision_checks, _rl_menu_checks, _sandbox_checks,
+                  _task_checks, _distributed_checks):
         for ok, msg in group(cfg):
             if not ok:
                 raise ConfigError(msg)
@@ -177,6 +177,25 @@ def _cross_checks(cfg: Config) -> list[tuple[bool, str]]:
          f"time_limit.start ({tl.start:g}) must be <= time_limit.end ({tl.end:g}): the curriculum's deadline "
          "grows (time_limit.schedule=constant uses end alone)"),
     ]
+
+
+# Half the spacing of each low-precision float near 0.02, a typical LLM weight's magnitude
+# (2^-6 x 2^-mantissa bits / 2): an update smaller than this rounds back to the same weight.
+_HALF_SPACING_AT_002 = {"bfloat16": 2.0 ** -14, "float16": 2.0 ** -17}
+
+
+def _precision_checks(cfg: Config) -> list[tuple[bool, str]]:
+    """Full weights trained in bfloat16/float16 at a learning rate whose steps round away."""
+    m, sharing, lr = cfg.model, cfg.policy.sharing, cfg.rl.lr
+    half = _HALF_SPACING_AT_002.get(m.dtype)
+    if half is None or sharing == "isolated":  # float32, or LoRA adapters (PEFT keeps them in float32)
+        return []
+    return [(lr >= half,
+             f"model.dtype={m.dtype} with policy.sharing={sharing} trains the weights themselves in {m.dtype}: an "
+             f"AdamW step moves a weight by about rl.lr ({lr:g}), less than half the spacing of {m.dtype} numbers "
+             f"near a typical weight of 0.02 ({half:.2g}), so the step rounds away and most weights never change. "
+             "Use model.dtype=float32 with model.mixed_precision=bf16 (bfloat16 matmuls on float32 master weights; "
+             "the default on CUDA), or LoRA adapters (policy.sharing=isolated, kept in float32)")]
 
 
 # Estimators that take `rl.scale_rewards` (rl/advantages.py `options`); a plugin spec may too.
