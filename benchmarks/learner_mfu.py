@@ -1,7 +1,10 @@
 """Where the learner's time goes on the tiny model, and the MFU it could reach (issue 17).
 
 `perf/mfu_update` counts only the model's own training FLOPs (6 N T plus attention,
-diagnostics/mfu.py) against the machine's square-matmul peak. On the demo's model (hidden 128,
+diagnostics/mfu.py) against the machine's square-matmul peak. This script counts the output head
+at every position, as the demo's full-logits learner computes it; the trainer's metric now counts
+it only where the loss reads a token (the chunked learner skips the rest). On the demo's model the
+head is 4.4% of N, so the two conventions differ by less than that. On the demo's model (hidden 128,
 4 layers, 283-token vocabulary) that number is capped well below 1 by three things this script
 measures on the sequences of real demo steps:
 

@@ -10,8 +10,8 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from swarmrl.diagnostics import mfu
-from swarmrl.diagnostics.mfu import (generation_flops, matmul_params, measure_peak_flops, mfu_metrics, model_shape,
-                                     update_flops)
+from swarmrl.diagnostics.mfu import (generation_flops, head_params, matmul_params, measure_peak_flops, mfu_metrics,
+                                     model_shape, update_flops)
 
 
 def tiny_qwen3(tied: bool) -> Qwen3ForCausalLM:
@@ -29,12 +29,21 @@ def test_matmul_params_leave_out_the_embedding_lookup_only(tied):
     assert model_shape(model) == (2, 16)
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_head_params_are_the_output_head_whether_tied_or_not(tied):
+    assert head_params(tiny_qwen3(tied)) == 100 * 16  # vocabulary x hidden
+
+
 def test_flops_by_hand():
     # N = 10, L = 1, d = 4. Update, T = 2 and 3: 6*10*2 + 12*4*4 + 6*10*3 + 12*4*9 = 924
     assert update_flops([2, 3], 10, 1, 4) == 924.0
     # generation, one turn with context 5, 2 new prompt tokens, 3 generated: (2*10 + 4*4*5) * 5 = 500
     assert generation_flops([(5, 2, 3)], 10, 1, 4) == 500.0
     assert generation_flops([], 10, 1, 4) == 0.0
+    # A head of N_h = 4 counts only where a token is predicted. Update, the loss reads 1 and 2 of
+    # the tokens: 6*6*2 + 6*4*1 + 192 + 6*6*3 + 6*4*2 + 432 = 876; generation: (2*6 + 80)*5 + 2*4*3 = 484
+    assert update_flops([2, 3], 10, 1, 4, head_params=4, loss_tokens=[1, 2]) == 876.0
+    assert generation_flops([(5, 2, 3)], 10, 1, 4, head_params=4) == 484.0
     m = mfu_metrics(update_fl=2e12, update_s=2.0, gen_fl=1e12, gen_s=4.0, peak=4e12)
     assert m == {"perf/peak_tflops": 4.0, "perf/update_s": 2.0, "perf/update_tflops": 1.0, "perf/mfu_update": 0.25,
                  "perf/generation_tflops": 0.25, "perf/mfu_generation": 0.0625}

@@ -15,6 +15,13 @@ layers, d the hidden size, and multiply-adds counted as 2 FLOPs:
   tokens) plus attention 4 L d per token per context position, with the turn's context length
   standing in for each token's (an upper estimate by at most the turn's own length).
 
+Unlike pretraining, RL needs the output head (N_h of the N parameters) only where a token is
+predicted: in the update at the G positions the loss reads, in generation once per generated
+token. Given N_h, the head counts there alone: the update's 6 N T becomes 6 (N - N_h) T + 6 N_h G,
+and generation's head 2 N_h per generated token. At Qwen3-0.6B's vocabulary the head is a quarter
+of N, and an agent's context is mostly prompt, so counting it at every position would overstate
+the work a learner that skips it (`rl.logprob_chunk_tokens`, rl/batch.py `keep`) must do.
+
 The peak is measured, not looked up: the best of a few square matmuls in the dtype the model
 computes in, with the current torch thread count, once per process; the cache directory keeps
 the best seen per (device, dtype, threads), so a measurement taken on shared cores cannot stick.
@@ -46,14 +53,27 @@ def model_shape(model: torch.nn.Module) -> tuple[int, int]:
     return int(cfg.num_hidden_layers), int(cfg.hidden_size)
 
 
-def update_flops(lengths: list[int], n_params: int, layers: int, hidden: int) -> float:
-    """FLOPs of one forward + backward over sequences of `lengths` tokens (module docstring)."""
-    return float(sum(6 * n_params * t + 12 * layers * hidden * t * t for t in lengths))
+def update_flops(lengths: list[int], n_params: int, layers: int, hidden: int, head_params: int = 0,
+                 loss_tokens: list[int] | None = None) -> float:
+    """FLOPs of one forward + backward over sequences of `lengths` tokens, of which the loss
+    reads `loss_tokens` (needed with `head_params` > 0; module docstring)."""
+    loss_tokens = loss_tokens if loss_tokens is not None else lengths
+    return float(sum(6 * (n_params - head_params) * t + 6 * head_params * g + 12 * layers * hidden * t * t
+                     for t, g in zip(lengths, loss_tokens, strict=True)))
 
 
-def generation_flops(turns: list[tuple[int, int, int]], n_params: int, layers: int, hidden: int) -> float:
+def generation_flops(turns: list[tuple[int, int, int]], n_params: int, layers: int, hidden: int,
+                     head_params: int = 0) -> float:
     """FLOPs of sampling `turns`: (context tokens, new prompt tokens, generated tokens) each."""
-    return float(sum((2 * n_params + 4 * layers * hidden * ctx) * (new + gen) for ctx, new, gen in turns))
+    body = n_params - head_params
+    return float(sum((2 * body + 4 * layers * hidden * ctx) * (new + gen) + 2 * head_params * gen
+                     for ctx, new, gen in turns))
+
+
+def head_params(model: torch.nn.Module) -> int:
+    """N_h: the output head's parameters (module docstring); 0 where the model has no plain head."""
+    head = model.get_output_embeddings()
+    return sum(p.numel() for p in head.parameters()) if head is not None else 0
 
 
 def measure_peak_flops(device: torch.device, dtype: torch.dtype, cache: Path | None = None,

@@ -22,8 +22,8 @@ from swarmrl.build import RunParts, build_run, cap_time_limits, new_rollouts, st
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
-from swarmrl.diagnostics.mfu import (generation_flops, matmul_params, measure_peak_flops, mfu_metrics, model_shape,
-                                    update_flops)
+from swarmrl.diagnostics.mfu import (generation_flops, head_params, matmul_params, measure_peak_flops, mfu_metrics,
+                                    model_shape, update_flops)
 from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.diagnostics.roles import observed_multiplicity
 from swarmrl.paths import cache_dir
@@ -58,7 +58,7 @@ class Trainer:
         ranks = p.learner.world if p.learner is not None else 1
         self.peak_flops = (ranks * measure_peak_flops(device, dtype, cache_dir(cfg.warmstart.cache_dir))
                            if cfg.run.mfu else None)
-        self.shape = (matmul_params(model), *model_shape(model))  # (N, layers, hidden) for the FLOPs
+        self.shape = (matmul_params(model), *model_shape(model), head_params(model))  # (N, layers, hidden, N_h)
 
     def step(self) -> tuple[dict, list[Rollout]]:
         cfg, step = self.cfg, self.step_idx
@@ -125,8 +125,11 @@ class Trainer:
         if not self.peak_flops:
             return {}
         turns = [(t.context_tokens, t.new_prompt_tokens, t.generated_tokens) for r in rollouts for t in r.turns]
-        return mfu_metrics(update_flops([len(s.ids) for s in trained], *self.shape), update_s,
-                           generation_flops(turns, *self.shape), rollout_s, self.peak_flops)
+        n, layers, hidden, head = self.shape
+        update_fl = update_flops([len(s.ids) for s in trained], n, layers, hidden, head,
+                                 loss_tokens=[sum(s.gen_mask) for s in trained])
+        return mfu_metrics(update_fl, update_s, generation_flops(turns, n, layers, hidden, head), rollout_s,
+                           self.peak_flops)
 
     def credit(self, step: int, usable: list[Rollout]) -> tuple[list[TrainSeq], dict[int, float], dict[str, float]]:
         """Steps 2-3 of `step`: the sequences to train on with their advantages set, each rollout's
