@@ -170,3 +170,10 @@ def test_keep_runs_the_head_on_the_kept_positions_only(left, monkeypatch):
         assert rel(p.grad, w) <= RTOL
     # forward chunks and their recomputation in the backward: each kept row twice, nothing else
     assert sum(seen) == 2 * int(mask[:, 1:].sum()) < 2 * mask[:, 1:].numel()
+
+
+def test_a_real_vocabulary_with_full_logits_gets_a_hint():
+    from swarmrl.rl.batch import chunking_hint
+    hint = chunking_hint(151936, 0)
+    assert "rl.logprob_chunk_tokens=1024" in hint and "151,936-token" in hint and "0.6 GB per 1,024 tokens" in hint
+    assert chunking_hint(151936, 1024) is None and chunking_hint(284, 0) is None

@@ -143,6 +143,19 @@ def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: b
     return logp, ent
 
 
+LARGE_VOCABULARY = 32768  # above this, full float32 logits dominate a learner step's memory
+
+
+def chunking_hint(vocab_size: int, chunk_tokens: int) -> str | None:
+    """A warning for a real vocabulary trained with full logits (`rl.logprob_chunk_tokens=0`), else None."""
+    if chunk_tokens > 0 or vocab_size <= LARGE_VOCABULARY:
+        return None
+    gb = vocab_size * 1024 * 4 / 1e9
+    return (f"warning: rl.logprob_chunk_tokens=0 with a {vocab_size:,}-token vocabulary: the learner builds full "
+            f"float32 logits ({gb:.1f} GB per 1,024 tokens, several times over in the backward) and runs the output "
+            "head on every prompt position; rl.logprob_chunk_tokens=1024 (the recipes' value) avoids both")
+
+
 # Config attributes under which a model's forward changes the logits after the head.
 _HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "output_multiplier_scale", "logits_scaling")
 

@@ -32,6 +32,7 @@ from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.build import check_hardware, make_policy_set
 from swarmrl.distributed.launch import launch, launch_needed, launch_resume
 from swarmrl.distributed.torchrun import is_writer
+from swarmrl.rl.batch import chunking_hint
 from swarmrl.rl.trainer import Trainer
 from swarmrl.runs.loggers import Loggers, parse_loggers
 from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
@@ -129,6 +130,9 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     else:
         parse_loggers(cfg.run.loggers)  # a bad sink name fails before the run dir exists
         run, trainer = _open_new(cfg, Path(out), init_policy, overwrite)
+    hint = chunking_hint(trainer.policy.model.config.vocab_size, trainer.cfg.rl.logprob_chunk_tokens)
+    if hint:
+        log(hint)
     try:
         _train_steps(trainer.cfg, run, trainer)
     finally:
