@@ -108,7 +108,7 @@ def test_decode_mask_is_the_mask_transformers_builds_for_a_one_token_query():
     from transformers.masking_utils import create_causal_mask
     model = tiny_qwen3()
     w = 7
-    kw = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"  # 5.25 / 5.14
+    kw = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"  # from 5.24 / before
     for attn in (torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 1, 1], [0, 1, 1, 1, 1, 1, 1]]),  # pads, holes
                  torch.ones(3, w, dtype=torch.long)):  # no padding: transformers returns None
         cache = DynamicCache(ddp_cache_data=[(torch.zeros(3, 2, w - 1, 8), torch.zeros(3, 2, w - 1, 8))] * 2)

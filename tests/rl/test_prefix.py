@@ -148,7 +148,7 @@ def test_gradient_checkpointing_runs_whole_sequences_and_updates_as_without_it()
 
 
 def test_a_body_that_takes_past_key_values_reads_the_shared_prefixes():
-    # older transformers (5.17) name the cache `past_key_values` and swallow an unknown `cache=`
+    # transformers before 5.24 names the cache `past_key_values` and swallows an unknown `cache=`
     # into **kwargs: the remainders would then attend to themselves alone, silently.
     from transformers.models.qwen3.modeling_qwen3 import Qwen3Model
 

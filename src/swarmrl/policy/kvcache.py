@@ -27,9 +27,9 @@ class UnsupportedArchitecture(ValueError):
 
 
 def cache_keyword(module: torch.nn.Module) -> str:
-    """The name under which `module.forward` takes a key/value cache: `cache` in recent
-    transformers (5.25), `past_key_values` in older releases (5.17) and remote-code models, which
-    silently take an unknown `cache=` into **kwargs and fill a cache of their own."""
+    """The name under which `module.forward` takes a key/value cache: `cache` from transformers
+    5.24, `past_key_values` before it and in remote-code models, which silently take an unknown
+    `cache=` into **kwargs and fill a cache of their own."""
     base = module.get_base_model() if hasattr(module, "get_base_model") else module
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
