@@ -177,3 +177,12 @@ def test_a_real_vocabulary_with_full_logits_gets_a_hint():
     hint = chunking_hint(151936, 0)
     assert "rl.logprob_chunk_tokens=1024" in hint and "151,936-token" in hint and "0.6 GB per 1,024 tokens" in hint
     assert chunking_hint(151936, 1024) is None and chunking_hint(284, 0) is None
+
+
+def test_keep_with_nothing_kept_gives_zeros_that_backpropagate():
+    policy = make_policy()
+    model = policy.model.train()
+    ids, attn, mask = batch(policy)
+    lp, ent = token_logprobs(model, ids, attn, chunk_tokens=5, keep=torch.zeros_like(mask))
+    assert lp.abs().sum() == 0 and ent.abs().sum() == 0 and lp.requires_grad
+    (lp * mask).sum().backward()  # a loss over nothing: zero gradient, no error

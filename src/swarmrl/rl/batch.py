@@ -224,6 +224,8 @@ def head_logprobs(head: torch.nn.Module, h: torch.Tensor, target: torch.Tensor, 
         return full, (e.new_zeros(h.shape[0]).index_copy(0, rows, e) if with_entropy else e)
     from torch.utils.checkpoint import checkpoint
 
+    if h.shape[0] == 0:  # nothing kept: empty results that still hang off the graph
+        return h[:, 0].float(), h.new_zeros(0, dtype=torch.float32)
     recompute = torch.is_grad_enabled() and h.requires_grad
     picked, ents = [], []
     for s in range(0, h.shape[0], chunk_tokens):
