@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from swarmrl.policy.fast_decode import FastDecode
 from swarmrl.policy.kvcache import (attention_layout, cache_keyword, crop_left, decode_mask, prefill_parts,
                                     prepared_decode_masks, row_columns, stack_left_padded)
 from swarmrl.policy.model import Policy
@@ -157,6 +158,8 @@ class DecodeStream:
         # prefill, see kvcache.attention_layout); refuses layers that are not attention.
         self.layout = attention_layout(model)
         self.prepared_masks = prepared_decode_masks(model)  # decode steps skip transformers' mask building
+        # decode steps skip transformers' module machinery too, where that is bitwise the same
+        self.fast = FastDecode.for_model(model) if self.prepared_masks else None
         self.device = model.device
         self.gen = torch.Generator(device=self.device).manual_seed(seed)  # rows without a row seed
         self.cache_kw = cache_keyword(model)
@@ -246,9 +249,13 @@ class DecodeStream:
         if self.rows:
             self.attn = torch.cat([self.attn, torch.ones_like(self.attn[:, :1])], dim=1)  # [A, W+1]
             mask = decode_mask(self.attn) if self.prepared_masks else self.attn
-            out = self.model(input_ids=tok.unsqueeze(-1), attention_mask=mask, position_ids=self.next_pos.unsqueeze(-1),
-                             use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache}, **self._extra(self.rows))
-            self.logits = out.logits[:, -1]  # [A, V]
+            ids, pos = tok.unsqueeze(-1), self.next_pos.unsqueeze(-1)  # [A, 1] each
+            if self.fast is not None:
+                self.logits = self.fast(ids, mask, pos, self.cache)  # [A, V]
+            else:
+                out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
+                                 **{self.cache_kw: self.cache}, **self._extra(self.rows))
+                self.logits = out.logits[:, -1]  # [A, V]
             self.next_pos = self.next_pos + 1
         return done
 
