@@ -107,7 +107,8 @@ def make_policy_set(cfg: Config, policy: Policy) -> PolicySet:
         torch.manual_seed(cfg.seed)
         policies = sharing.make_policy_set(policy, cfg.policy.sharing, make_scenario(cfg).role_types(),
                                            lora_rank=cfg.policy.lora_rank, lora_alpha=cfg.policy.lora_alpha,
-                                           lora_targets=cfg.policy.lora_targets, temperature=cfg.sampler.temperature)
+                                           lora_targets=cfg.policy.lora_targets, temperature=cfg.sampler.temperature,
+                                           batched_adapters=cfg.sampler.batched_adapters)
     policies.frozen = frozenset(frozen_roles(cfg))
     if cfg.policy.frozen_init:
         from swarmrl.policy.model import load_policy

@@ -26,8 +26,10 @@ from transformers import DynamicCache
 from swarmrl.policy.fast_decode import FastDecode
 from swarmrl.policy.kvcache import (attention_layout, cache_keyword, crop_left, decode_mask, prefill_parts,
                                     prepared_decode_masks, row_columns, stack_left_padded)
+from swarmrl.policy.lora_batch import AdapterBatch
 from swarmrl.policy.model import Policy
 from swarmrl.policy.prompt_pool import Past, PromptPool
+from swarmrl.policy.sampling import sample_tokens
 
 
 @dataclass
@@ -37,34 +39,9 @@ class Sample:
     hit_cap: bool = False  # True when the turn was cut at max_new_tokens
 
 
-def sample_tokens(logits: torch.Tensor, temperature: float, greedy: bool,
-                  generator: torch.Generator | list[torch.Generator] | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits [B, V] -> (token [B], log p_T(token) [B]), p_T = softmax(logits / temperature).
-
-    The learner recomputes log p_T with the same division (rl/batch.py `token_logprobs`), so
-    the PPO ratio starts at 1. Greedy takes the argmax (the same token at any T > 0) and also
-    returns log p_T: its true behaviour distribution is a point mass (log-prob 0 everywhere),
-    which no learner recomputes, so the one number that stays meaningful is the log-prob of
-    the token under the trained policy, the same whether the token was sampled or picked.
-
-    `generator` may be one generator per row: then each row is sampled by Gumbel-max with its
-    own noise, so a row's tokens depend on its own seed only, not on which other rows share
-    the batch (rollouts split across workers sample exactly what they sample in one process).
-    """
-    logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # [B, V]
-    if greedy:
-        tok = logp.argmax(dim=-1)  # [B]
-    elif isinstance(generator, list):
-        u = torch.stack([torch.rand(logp.shape[-1], generator=g, device=logp.device) for g in generator])  # [B, V]
-        tok = (logp - torch.log(-torch.log(u))).argmax(dim=-1)  # [B] argmax(logp + Gumbel) ~ softmax(logp)
-    else:
-        tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)  # [B]
-    return tok, logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
-
-
 class HFSampler:
     def __init__(self, policy: Policy, temperature: float = 1.0, max_batch_sequences: int = 256,
-                 prefill_overhead_tokens: int = 300):
+                 prefill_overhead_tokens: int = 300, batched_adapters: bool = True):
         if temperature <= 0:
             raise ValueError(f"sampler temperature must be > 0 (got {temperature}); use greedy=True instead")
         attention_layout(policy.model)  # refuse an architecture the decode loop is not exact for, now
@@ -74,6 +51,7 @@ class HFSampler:
         # The fixed cost of one forward call in prompt tokens (tiny model, 2 CPU cores: ~10 ms
         # for one row vs ~28k prefill tokens/s). 0 would put every length in its own bucket.
         self.prefill_overhead_tokens = prefill_overhead_tokens
+        self.batched_adapters = batched_adapters  # sampler.batched_adapters
 
     def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False,
                admit_fraction: float = 0.5, kv_cache_mb: float = 0.0, share_prompts: bool = True) -> "DecodeStream":
@@ -82,7 +60,8 @@ class HFSampler:
         settings = DecodeSettings(max_new_tokens=max_new_tokens, temperature=self.temperature, greedy=greedy,
                                   end_id=self.policy.end_id, pad_id=self.policy.pad_id,
                                   max_batch_sequences=self.max_batch_sequences,
-                                  prefill_overhead_tokens=self.prefill_overhead_tokens, admit_fraction=admit_fraction)
+                                  prefill_overhead_tokens=self.prefill_overhead_tokens, admit_fraction=admit_fraction,
+                                  batched_adapters=self.batched_adapters)
         return DecodeStream(self.policy.model, settings, seed, kv_cache_mb, share_prompts)
 
     @torch.no_grad()
@@ -115,6 +94,7 @@ class DecodeSettings:
     max_batch_sequences: int  # rows decoded at once; further prompts wait in the queue
     prefill_overhead_tokens: int  # one forward call's fixed cost in tokens (kvcache.length_buckets)
     admit_fraction: float  # queued prompts join a running batch once they are this many x its rows
+    batched_adapters: bool = True  # mixed LoRA adapters in batched matmuls (policy/lora_batch.py)
 
 
 @dataclass
@@ -160,6 +140,7 @@ class DecodeStream:
         self.prepared_masks = prepared_decode_masks(model)  # decode steps skip transformers' mask building
         # decode steps skip transformers' module machinery too, where that is bitwise the same
         self.fast = FastDecode.for_model(model) if self.prepared_masks else None
+        self.lora = AdapterBatch.for_model(model) if settings.batched_adapters else None  # PEFT models only
         self.device = model.device
         self.gen = torch.Generator(device=self.device).manual_seed(seed)  # rows without a row seed
         self.cache_kw = cache_keyword(model)
@@ -203,9 +184,15 @@ class DecodeStream:
         self.cached_bytes -= self.prefix_bytes.pop(key, 0)
         return saved
 
-    @staticmethod
-    def _extra(rows: list[Row]) -> dict:
-        return {"adapter_names": [r.adapter for r in rows]} if rows[0].adapter is not None else {}
+    def _forward(self, rows: list[Row], **inputs) -> torch.Tensor:
+        """The model's last logits [b, V] for `rows`, each through its own adapter if any."""
+        inputs.update(use_cache=True, logits_to_keep=1)
+        if rows[0].adapter is None:
+            return self.model(**inputs).logits[:, -1]
+        if self.lora is None:  # PEFT's own loop over the adapters
+            return self.model(**inputs, adapter_names=[r.adapter for r in rows]).logits[:, -1]
+        with self.lora.rows([r.adapter for r in rows]):
+            return self.model(**inputs).logits[:, -1]
 
     # inference_mode, not no_grad: nothing sampled here is ever differentiated (the learner
     # recomputes log-probs from token ids), so autograd's view/version tracking is pure cost.
@@ -250,12 +237,9 @@ class DecodeStream:
             self.attn = torch.cat([self.attn, torch.ones_like(self.attn[:, :1])], dim=1)  # [A, W+1]
             mask = decode_mask(self.attn) if self.prepared_masks else self.attn
             ids, pos = tok.unsqueeze(-1), self.next_pos.unsqueeze(-1)  # [A, 1] each
-            if self.fast is not None:
-                self.logits = self.fast(ids, mask, pos, self.cache)  # [A, V]
-            else:
-                out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
-                                 **{self.cache_kw: self.cache}, **self._extra(self.rows))
-                self.logits = out.logits[:, -1]  # [A, V]
+            self.logits = (self.fast(ids, mask, pos, self.cache) if self.fast is not None else  # [A, V]
+                           self._forward(self.rows, input_ids=ids, attention_mask=mask, position_ids=pos,
+                                         **{self.cache_kw: self.cache}))
             self.next_pos = self.next_pos + 1
         return done
 
@@ -360,9 +344,9 @@ class DecodeStream:
                                                   torch.stack([lpad(v, w) for (_, v), w in zip(kv, past)]))
                                                  for kv in layers])
         ids, mask, pos = ids.to(self.device), mask.to(self.device), pos.to(self.device)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
-                         **{self.cache_kw: cache}, **self._extra([row for row, _, _ in part]))
-        return cache, out.logits[:, -1], mask, pos[:, -1] + 1
+        logits = self._forward([row for row, _, _ in part], input_ids=ids, attention_mask=mask, position_ids=pos,
+                               **{self.cache_kw: cache})
+        return cache, logits, mask, pos[:, -1] + 1
 
     def _save_prefix(self, j: int, row: Row) -> None:
         """Keep a finished row's keys/values (padding removed) for its agent's next turn. They

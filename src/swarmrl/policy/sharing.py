@@ -59,7 +59,7 @@ class PolicySet(metaclass=_ByMode):
         self.temperature = temperature
         self.base = policy  # the model every slot starts from
         self.policies: dict[str, Policy] = self._build(policy)
-        self.samplers = {s: HFSampler(p, temperature) for s, p in self.policies.items()}
+        self.samplers = {s: self._sampler(p) for s, p in self.policies.items()}
         # An external engine (policy/vllm_engine.py) replaces the HF samplers when set; it is
         # handed every slot's weights by `sync_engine` after each update.
         self.engine = None
@@ -67,6 +67,9 @@ class PolicySet(metaclass=_ByMode):
     @abstractmethod
     def _build(self, policy: Policy) -> dict[str, Policy]:
         """slot -> the Policy that slot samples from and trains."""
+
+    def _sampler(self, policy: Policy) -> HFSampler:
+        return HFSampler(policy, self.temperature)
 
     # ------------------------------------------------------------------ slots
     @property
@@ -179,9 +182,14 @@ class LoraPolicies(PolicySet):
     adapters = True
 
     def __init__(self, policy: Policy, role_types: list[str], lora_rank: int = 8, lora_alpha: float = 16.0,
-                 lora_targets: str = DEFAULT_LORA_TARGETS, temperature: float = 1.0):
+                 lora_targets: str = DEFAULT_LORA_TARGETS, temperature: float = 1.0, batched_adapters: bool = True):
+        """`batched_adapters`: sampler.batched_adapters (policy/lora_batch.py)."""
         self.lora_rank, self.lora_alpha, self.lora_targets = lora_rank, lora_alpha, lora_targets
+        self.batched_adapters = batched_adapters
         super().__init__(policy, role_types, temperature)
+
+    def _sampler(self, policy: Policy) -> HFSampler:
+        return HFSampler(policy, self.temperature, batched_adapters=self.batched_adapters)
 
     def _build(self, policy: Policy) -> dict[str, Policy]:
         from peft import LoraConfig, get_peft_model
@@ -283,14 +291,14 @@ def policy_class(sharing: str) -> type[PolicySet]:
 
 def make_policy_set(policy: Policy, sharing: str, role_types: list[str], lora_rank: int = 8,
                     lora_alpha: float = 16.0, lora_targets: str = DEFAULT_LORA_TARGETS,
-                    temperature: float = 1.0) -> PolicySet:
+                    temperature: float = 1.0, batched_adapters: bool = True) -> PolicySet:
     """The policies of `role_types` under `sharing` (the LoRA settings apply to `isolated` only)."""
     cls = policy_class(sharing)
     if not role_types:
         raise ValueError("a policy set needs at least one role type")
     if cls.adapters:
         return cls(policy, role_types, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
-                   temperature=temperature)
+                   temperature=temperature, batched_adapters=batched_adapters)
     return cls(policy, role_types, temperature=temperature)
 
 
