@@ -4,8 +4,9 @@
                            module machinery, against `model(...)`. Bitwise the same: every round
                            must sample the same tokens with the same log-probs.
   --path batched_adapters  AdapterBatch (policy/lora_batch.py): an isolated policy's mixed adapters
-                           in batched matmuls, against PEFT's loop over the adapters. The same up to
-                           float rounding: a sampled token may flip where two are nearly tied.
+                           in batched matmuls (and so, inside them, FastDecode's decode steps),
+                           against PEFT's loop over the adapters (through `model(...)`). The same up
+                           to float rounding: a sampled token may flip where two are nearly tied.
 
 Variants `off` and `on`. Each round runs one RL step's rollouts (the same problems and sampling
 seed for both: `Trainer.step_rollouts`) once per variant, in alternating order, with the same

@@ -10,6 +10,8 @@ import torch
 from peft import LoraConfig, get_peft_model
 
 from swarmrl.config import ModelConfig
+from swarmrl.policy import fast_decode
+from swarmrl.policy.fast_decode import FastDecode
 from swarmrl.policy.lora_batch import AdapterBatch
 from swarmrl.policy.model import build_tiny_policy
 from swarmrl.policy.sharing import make_policy_set
@@ -91,7 +93,8 @@ def test_refused_where_it_would_be_wrong():
 
 
 @pytest.mark.parametrize("batched", [True, False])
-def test_isolated_policies_sample_through_it_unless_switched_off(batched):
+def test_isolated_policies_sample_through_it_unless_switched_off(batched, monkeypatch):
+    monkeypatch.setattr(fast_decode, "_VERDICTS", {})
     torch.manual_seed(0)
     ps = make_policy_set(build_tiny_policy(TINY), "isolated", ["generator", "aggregator"], lora_rank=4,
                          batched_adapters=batched)
@@ -101,6 +104,7 @@ def test_isolated_policies_sample_through_it_unless_switched_off(batched):
                 p.normal_(0.0, 0.8)
     stream = ps.stream(6)
     assert (stream.lora is not None) == batched
+    assert (stream.fast is not None) == batched  # decode steps skip the module machinery inside the batching
     prompts, roles = [[5, 6, 7], [8, 9, 10, 11, 12], [5, 6, 7]], ["generator", "aggregator", "aggregator"]
     got = ps.generate(prompts, roles, 6, seed=0, greedy=True)
     ps.samplers = {s: type(h)(h.policy, h.temperature, batched_adapters=not batched) for s, h in ps.samplers.items()}
@@ -108,3 +112,20 @@ def test_isolated_policies_sample_through_it_unless_switched_off(batched):
     for a, b in zip(got, other):
         assert a.ids == b.ids
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    if batched:  # the fast step was checked against the model's forward (within the batching) and used
+        assert [v for k, v in fast_decode._VERDICTS.items() if k[1]] == [True]
+
+
+def test_the_fast_step_inside_the_batching_samples_what_the_forward_does(monkeypatch):
+    monkeypatch.setattr(fast_decode, "_VERDICTS", {})
+    torch.manual_seed(0)
+    ps = make_policy_set(build_tiny_policy(TINY), "isolated", ["generator", "aggregator"], lora_rank=4)
+    with torch.no_grad():
+        for n, p in ps.policies["generator"].model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0.0, 0.8)
+    prompts, roles = [[5, 6, 7], [8, 9, 10, 11, 12], [5, 6, 7]], ["generator", "aggregator", "aggregator"]
+    got = ps.generate(prompts, roles, 8, seed=0, row_seeds=[1, 2, 3])
+    monkeypatch.setattr(FastDecode, "for_model", classmethod(lambda cls, model: None))
+    want = ps.generate(prompts, roles, 8, seed=0, row_seeds=[1, 2, 3])
+    assert [(s.ids, s.logprobs) for s in got] == [(s.ids, s.logprobs) for s in want]  # to the last bit

@@ -13,7 +13,9 @@ dtype, device and autocast state, once per process) runs both paths on the same 
 compares logits and keys/values with `torch.equal`. Where they differ (another transformers
 release ordering an operation otherwise), that kind goes through `model(...)` for good and a
 warning says so. The sampler uses this only for one-token steps on its ReservedLayer caches
-with ready-made masks (policy/kvcache.py `prepared_decode_masks`), and never for PEFT models.
+with ready-made masks (policy/kvcache.py `prepared_decode_masks`); on a PEFT model, only on the
+transformers model inside it, within `AdapterBatch.rows` (policy/lora_batch.py), where every
+LoRA layer's `forward` is the batched one that the model's own forward would also call.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class FastDecode:
         self.base = model.model
         self.rope = sys.modules[type(model).__module__].apply_rotary_pos_emb  # the model file's own
         self.cache_kw = cache_keyword(model)
+        # PEFT's LoRA layers in place of the linear ones (batched by lora_batch.py around each call)
+        self.lora = any(hasattr(m, "base_layer") for m in model.modules())
 
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> "FastDecode | None":
@@ -61,7 +65,7 @@ class FastDecode:
         if not self.applies(ids, cache):
             return self._reference(ids, mask, pos, cache)
         p = next(self.model.parameters())
-        key = (type(self.model), p.dtype, p.device.type, mask is None,
+        key = (type(self.model), self.lora, p.dtype, p.device.type, mask is None,
                torch.is_autocast_enabled(p.device.type), torch.get_default_dtype())
         verdict = _VERDICTS.get(key)
         if verdict is None:

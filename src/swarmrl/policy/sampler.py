@@ -17,6 +17,7 @@ which the PPO ratio needs as its denominator.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -139,8 +140,10 @@ class DecodeStream:
         self.layout = attention_layout(model)
         self.prepared_masks = prepared_decode_masks(model)  # decode steps skip transformers' mask building
         # decode steps skip transformers' module machinery too, where that is bitwise the same
-        self.fast = FastDecode.for_model(model) if self.prepared_masks else None
         self.lora = AdapterBatch.for_model(model) if settings.batched_adapters else None  # PEFT models only
+        # the transformers model under PEFT's wrapper: within `lora.rows` its LoRA layers batch the adapters
+        hf = model.get_base_model() if self.lora is not None else model
+        self.fast = FastDecode.for_model(hf) if self.prepared_masks else None
         self.device = model.device
         self.gen = torch.Generator(device=self.device).manual_seed(seed)  # rows without a row seed
         self.cache_kw = cache_keyword(model)
@@ -184,15 +187,15 @@ class DecodeStream:
         self.cached_bytes -= self.prefix_bytes.pop(key, 0)
         return saved
 
-    def _forward(self, rows: list[Row], **inputs) -> torch.Tensor:
-        """The model's last logits [b, V] for `rows`, each through its own adapter if any."""
-        inputs.update(use_cache=True, logits_to_keep=1)
-        if rows[0].adapter is None:
-            return self.model(**inputs).logits[:, -1]
-        if self.lora is None:  # PEFT's own loop over the adapters
-            return self.model(**inputs, adapter_names=[r.adapter for r in rows]).logits[:, -1]
-        with self.lora.rows([r.adapter for r in rows]):
-            return self.model(**inputs).logits[:, -1]
+    def _forward(self, rows: list[Row], fast: bool = False, **inputs) -> torch.Tensor:
+        """The model's last logits [b, V] for `rows`, each through its own adapter if any;
+        `fast`: a decode step through FastDecode (inputs: input_ids, attention_mask, position_ids)."""
+        if rows[0].adapter is not None and self.lora is None:  # PEFT's own loop over the adapters
+            inputs["adapter_names"] = [r.adapter for r in rows]
+        with self.lora.rows([r.adapter for r in rows]) if self.lora is not None else nullcontext():
+            if fast:
+                return self.fast(inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], self.cache)
+            return self.model(**inputs, use_cache=True, logits_to_keep=1).logits[:, -1]
 
     # inference_mode, not no_grad: nothing sampled here is ever differentiated (the learner
     # recomputes log-probs from token ids), so autograd's view/version tracking is pure cost.
@@ -237,9 +240,8 @@ class DecodeStream:
             self.attn = torch.cat([self.attn, torch.ones_like(self.attn[:, :1])], dim=1)  # [A, W+1]
             mask = decode_mask(self.attn) if self.prepared_masks else self.attn
             ids, pos = tok.unsqueeze(-1), self.next_pos.unsqueeze(-1)  # [A, 1] each
-            self.logits = (self.fast(ids, mask, pos, self.cache) if self.fast is not None else  # [A, V]
-                           self._forward(self.rows, input_ids=ids, attention_mask=mask, position_ids=pos,
-                                         **{self.cache_kw: self.cache}))
+            self.logits = self._forward(self.rows, self.fast is not None, input_ids=ids, attention_mask=mask,
+                                        position_ids=pos, **{self.cache_kw: self.cache})  # [A, V]
             self.next_pos = self.next_pos + 1
         return done
 
