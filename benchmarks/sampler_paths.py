@@ -84,7 +84,7 @@ def main() -> None:
                "median_ratio_on_to_off": statistics.median(ratios),
                "quartiles_ratio": statistics.quantiles(ratios, n=4)[::2],
                "rounds_with_the_same_samples": f"{same} of {args.rounds}",
-               "fast_decode_verdicts": {str(k[1:]): v for k, v in fast_decode._VERDICTS.items()}}
+               "fast_decode_verdicts": {str(k[1:-1]): v for k, v in fast_decode._VERDICTS.items()}}
     print(json.dumps(summary, indent=1))
     if args.json:
         settings = {"path": args.path, "config": args.config, "overrides": overrides, "rounds": args.rounds, "threads": cfg.run.threads,

@@ -8,8 +8,8 @@ tensors in the same order, mostly through transformers' own functions (the norms
 the rotary embedding, `apply_rotary_pos_emb`, `sdpa_attention_forward`), so its logits and the
 keys/values it writes are bitwise the model's.
 
-Bitwise is checked, not assumed: the first step of each kind (masked or not, per model class,
-dtype, device and autocast state, once per process) runs both paths on the same cache and
+Bitwise is checked, not assumed: the first step of each kind (masked or not, per model class and
+config, dtype, device and autocast state, once per process) runs both paths on the same cache and
 compares logits and keys/values with `torch.equal`. Where they differ (another transformers
 release ordering an operation otherwise), that kind goes through `model(...)` for good and a
 warning says so. The sampler uses this only for one-token steps on its ReservedLayer caches
@@ -46,6 +46,7 @@ class FastDecode:
         self.cache_kw = cache_keyword(model)
         # PEFT's LoRA layers in place of the linear ones (batched by lora_batch.py around each call)
         self.lora = any(hasattr(m, "base_layer") for m in model.modules())
+        self.config = model.config.to_json_string()  # options (biases, rope kinds) a check covers
 
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> "FastDecode | None":
@@ -66,7 +67,7 @@ class FastDecode:
             return self._reference(ids, mask, pos, cache)
         p = next(self.model.parameters())
         key = (type(self.model), self.lora, p.dtype, p.device.type, mask is None,
-               torch.is_autocast_enabled(p.device.type), torch.get_default_dtype())
+               torch.is_autocast_enabled(p.device.type), torch.get_default_dtype(), self.config)
         verdict = _VERDICTS.get(key)
         if verdict is None:
             _VERDICTS[key], ref = self._check(ids, mask, pos, cache)
