@@ -4,7 +4,7 @@
                            module machinery, against `model(...)`. Bitwise the same: every round
                            must sample the same tokens with the same log-probs.
   --path batched_adapters  AdapterBatch (policy/lora_batch.py): an isolated policy's mixed adapters
-                           in batched matmuls (and so, inside them, FastDecode's decode steps),
+                           in one pass (and so, inside it, FastDecode's decode steps),
                            against PEFT's loop over the adapters (through `model(...)`). The same up
                            to float rounding: a sampled token may flip where two are nearly tied.
 

@@ -36,9 +36,9 @@ class SamplerConfig:
     runs only its remainder (`hf` engine; policy/prompt_pool.py). Logits equal a full prefill's
     up to float rounding. Costs memory within one rollout batch, under `kv_cache_mb`."""
     batched_adapters: bool = True
-    """Isolated LoRA policies: every row's adapter runs in two batched matmuls per LoRA layer
-    instead of PEFT's loop over the adapters (`hf` engine; policy/lora_batch.py). Logits equal
-    PEFT's up to float rounding; false keeps PEFT's own loop."""
+    """Isolated LoRA policies: each LoRA layer runs every adapter's A at once and keeps each row's
+    own (a mask), instead of PEFT's loop over the adapters (`hf` engine; policy/lora_batch.py).
+    Logits equal PEFT's up to float rounding; false keeps PEFT's own loop."""
     kv_cache_mb: float = 1024.0
     """Cap, in MiB, on the KV caches kept between turns: saved per-agent caches (`prefix_cache`)
     and shared prompts (`share_prompts`). Over the cap, shared prompts go first, then finished

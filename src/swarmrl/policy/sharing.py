@@ -4,7 +4,8 @@
   the paper's SP).
 - `isolated` (LoraPolicies): one PEFT LoRA adapter per role *type* on one frozen base model
   (the paper's IP: all generators share the generator adapter). Sampling is one batch with
-  mixed adapters (PEFT's `adapter_names`), training updates each adapter with its own optimizer.
+  mixed adapters (policy/lora_batch.py, or PEFT's `adapter_names`), training updates each adapter
+  with its own optimizer.
 - `isolated_full` (FullCopyPolicies): a full copy of the model per role type, for tiny models
   (no LoRA).
 
