@@ -30,7 +30,9 @@
 #    engine) from configs/recipes/workflows_math_qwen3_0.6b.yaml, scaled down;
 #    both with sampler.engine=vllm (or SWARMRL_GPU_ENGINE), model.protocol=chat, model.device=auto (the GPU);
 # 5. prints tokens/s, step time and peak GPU memory per run (metrics.jsonl) and exits non-zero
-#    on any failure (a run past its time budget counts as one).
+#    on any failure (a run past its time budget counts as one);
+# 6. times the hf sampler on 16 rows over 4 LoRA adapters, PEFT's loop against batched adapters
+#    (benchmarks/mixed_adapters.py; both engines).
 # SWARMRL_GPU_CHECK_FULL=1 also runs the vLLM engine tests (tests/distributed, marked `gpu`;
 # a few more minutes).
 set -euo pipefail
@@ -67,7 +69,8 @@ SMALL=("model.name_or_path=$MODEL" task.dataset=champ rl.steps=3 rl.problems_per
        eval.val_interval=0 run.progress=false run.checkpoint_every=0 run.samples_per_step=2 "sampler.engine=$ENGINE")
 timeout 270 $PY -m swarmrl.cli train recipes/rlcr_math_qwen3_1.7b "${SMALL[@]}" workflow.max_experts=2 \
   time_limit.start=120 time_limit.end=120 --out "$OUT/rlcr" --overwrite
-# The hf engine decodes four roles' adapters in one batch through PEFT: ~70 s a step on an H200.
+# The hf engine decodes four roles' adapters in one batch: ~70 s a step on an H200 through PEFT's
+# loop over the adapters (measured before sampler.batched_adapters, policy/lora_batch.py).
 VOTING_S=240; [ "$ENGINE" = hf ] && VOTING_S=330
 timeout $VOTING_S $PY -m swarmrl.cli train recipes/workflows_math_qwen3_0.6b "${SMALL[@]}" workflow.name=voting \
   policy.sharing=isolated rl.lr=1.0e-5 sampler.max_turns_per_agent=2 --out "$OUT/voting_isolated" --overwrite
@@ -87,4 +90,8 @@ for run in ("rlcr", "voting_isolated"):
           f"peak GPU GB {[round(r['gpu/peak_mem_gb'], 2) for r in rows]}  pad_fraction "
           f"{[round(r.get('learner/pad_fraction', float('nan')), 3) for r in rows]}  score {[round(r['score_mean'], 3) for r in rows]}")
 PY
+
+# The hf sampler alone on 16 rows over 4 LoRA adapters: PEFT's loop against batched adapters.
+timeout 180 $PY benchmarks/mixed_adapters.py --model "$MODEL" --device cuda --repeats 3 \
+  --json "$OUT/mixed_adapters.json" | tail -12
 echo "gpu_check: OK in ${SECONDS}s"

@@ -81,6 +81,12 @@ def test_the_models_forward_is_back_after_the_call_and_after_an_error():
     assert not any("forward" in vars(m) for m in layers)
 
 
+def test_inputs_of_another_batch_are_refused():
+    model = peft_model()
+    with AdapterBatch.for_model(model).rows(ROWS), pytest.raises(ValueError, match=r"expect \[5, T, in\]"):
+        model(input_ids=torch.zeros(3, 4, dtype=torch.long))
+
+
 def test_refused_where_it_would_be_wrong():
     assert AdapterBatch.for_model(build_tiny_policy(TINY).model) is None  # no PEFT
     torch.manual_seed(0)

@@ -111,6 +111,8 @@ class AdapterBatch:
 def _batched(m: torch.nn.Module, a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor):
     """A LoRA layer's forward with each row's own adapter: a [n*R, in], b [out, n*R], mask [B, 1, n*R]."""
     def forward(x: torch.Tensor, *args, **kwargs) -> torch.Tensor:  # x [B, T, in]
+        if x.dim() != 3 or x.shape[0] != mask.shape[0]:  # the mask would broadcast into nonsense
+            raise ValueError(f"batched adapters expect [{mask.shape[0]}, T, in] inputs, got {tuple(x.shape)}")
         result = m.base_layer(x, *args, **kwargs)  # [B, T, out]
         h = torch.nn.functional.linear(x.to(a.dtype), a) * mask  # [B, T, n*R], other adapters' columns 0
         return result + torch.nn.functional.linear(h, b).to(result.dtype)
