@@ -112,7 +112,8 @@ def _batched(m: torch.nn.Module, a: torch.Tensor, b: torch.Tensor, mask: torch.T
     """A LoRA layer's forward with each row's own adapter: a [n*R, in], b [out, n*R], mask [B, 1, n*R]."""
     def forward(x: torch.Tensor, *args, **kwargs) -> torch.Tensor:  # x [B, T, in]
         if x.dim() != 3 or x.shape[0] != mask.shape[0]:  # the mask would broadcast into nonsense
-            raise ValueError(f"batched adapters expect [{mask.shape[0]}, T, in] inputs, got {tuple(x.shape)}")
+            raise ValueError(f"batched adapters expect [{mask.shape[0]}, T, in] inputs, got {tuple(x.shape)} in a "
+                             f"LoRA layer of this model: set sampler.batched_adapters=false (PEFT's own loop)")
         result = m.base_layer(x, *args, **kwargs)  # [B, T, out]
         h = torch.nn.functional.linear(x.to(a.dtype), a) * mask  # [B, T, n*R], other adapters' columns 0
         return result + torch.nn.functional.linear(h, b).to(result.dtype)
