@@ -106,3 +106,14 @@ def test_isolated_full_samples_each_copy_on_its_slot_seed():
         idx = [i for i, r in enumerate(ROLES) if r == slot]
         alone = full.samplers[slot].generate([PROMPTS[i] for i in idx], 5, 4 * 31 + k)
         assert [out[i].ids for i in idx] == [s.ids for s in alone]
+
+
+@pytest.mark.parametrize("sharing", ["shared", "isolated", "isolated_full"])
+def test_policies_start_in_sampling_mode_so_decode_steps_switch_nothing(sharing, monkeypatch):
+    base = build_tiny_policy(TINY)  # a fresh model is in train mode, and so is a new PEFT model
+    ps = make_policy_set(base, sharing, ["generator", "aggregator"], lora_rank=4)
+    assert not any(m.training for model in ps.modules() for m in model.modules())
+    switches = []
+    monkeypatch.setattr(torch.nn.Module, "train", lambda self, mode=True: switches.append(mode) or self)
+    ps.generate(PROMPTS, ROLES, 4, seed=0)
+    assert switches == []

@@ -60,6 +60,12 @@ class PolicySet(metaclass=_ByMode):
         self.temperature = temperature
         self.base = policy  # the model every slot starts from
         self.policies: dict[str, Policy] = self._build(policy)
+        # Sampling mode between updates (rl/update.py switches to train mode for each update and
+        # back). PEFT leaves a new adapter model in train mode, and a sampler on a model in train
+        # mode switches it to eval and back at every decode step: a walk over every submodule
+        # each way, which took 60% of an isolated policy's first rollouts.
+        for model in self.modules():
+            model.eval()
         self.samplers = {s: self._sampler(p) for s, p in self.policies.items()}
         # An external engine (policy/vllm_engine.py) replaces the HF samplers when set; it is
         # handed every slot's weights by `sync_engine` after each update.
