@@ -17,8 +17,8 @@ which the PPO ratio needs as its denominator.
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -139,9 +139,9 @@ class DecodeStream:
         # prefill, see kvcache.attention_layout); refuses layers that are not attention.
         self.layout = attention_layout(model)
         self.prepared_masks = prepared_decode_masks(model)  # decode steps skip transformers' mask building
-        # decode steps skip transformers' module machinery too, where that is bitwise the same
         self.lora = AdapterBatch.for_model(model) if settings.batched_adapters else None  # PEFT models only
-        # the transformers model under PEFT's wrapper: within `lora.rows` its LoRA layers batch the adapters
+        # Decode steps skip transformers' module machinery too, where that is bitwise the same; under
+        # PEFT on the transformers model inside, whose LoRA layers `lora.rows` batches.
         hf = model.get_base_model() if self.lora is not None else model
         self.fast = FastDecode.for_model(hf) if self.prepared_masks else None
         self.device = model.device
@@ -190,9 +190,10 @@ class DecodeStream:
     def _forward(self, rows: list[Row], fast: bool = False, **inputs) -> torch.Tensor:
         """The model's last logits [b, V] for `rows`, each through its own adapter if any;
         `fast`: a decode step through FastDecode (inputs: input_ids, attention_mask, position_ids)."""
-        if rows[0].adapter is not None and self.lora is None:  # PEFT's own loop over the adapters
-            inputs["adapter_names"] = [r.adapter for r in rows]
-        with self.lora.rows([r.adapter for r in rows]) if self.lora is not None else nullcontext():
+        adapters = [r.adapter for r in rows] if rows[0].adapter is not None else None
+        if adapters is not None and self.lora is None:  # PEFT's own loop over the adapters
+            inputs["adapter_names"] = adapters
+        with self.lora.rows(adapters) if adapters is not None and self.lora is not None else nullcontext():
             if fast:
                 return self.fast(inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], self.cache)
             return self.model(**inputs, use_cache=True, logits_to_keep=1).logits[:, -1]
