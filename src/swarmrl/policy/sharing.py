@@ -63,7 +63,7 @@ class PolicySet(metaclass=_ByMode):
         # Sampling mode between updates (rl/update.py switches to train mode for each update and
         # back). PEFT leaves a new adapter model in train mode, and a sampler on a model in train
         # mode switches it to eval and back at every decode step: a walk over every submodule
-        # each way, which took 60% of an isolated policy's first rollouts.
+        # each way, more than the step itself costs on a small model.
         for model in self.modules():
             model.eval()
         self.samplers = {s: self._sampler(p) for s, p in self.policies.items()}
