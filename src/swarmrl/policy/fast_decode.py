@@ -1,9 +1,9 @@
 """One decode step of a transformers Qwen3 / Qwen2 / Llama model without the module machinery.
 
 Why: a decode step of the tiny default model (4 layers, 16 rows of ~200 cached columns, one CPU
-thread) costs about 3.9 ms through `model(...)` and 3.0 ms here: a quarter of it is Python
-around the tensor operations (module calls and hooks, keyword plumbing and deprecation wrappers
-per layer, the attention interface lookup, the output dataclasses). `FastDecode` calls the same operations on the same
+thread) costs 2.7 ms through `model(...)` and 2.2 ms here (benchmarks/decode_step.py): a fifth
+of it is Python around the tensor operations (module calls and hooks, keyword plumbing and
+deprecation wrappers per layer, the attention interface lookup, the output dataclasses). `FastDecode` calls the same operations on the same
 tensors in the same order, mostly through transformers' own functions (the norms' `forward`,
 the rotary embedding, `apply_rotary_pos_emb`, `sdpa_attention_forward`), so its logits and the
 keys/values it writes are bitwise the model's.
