@@ -45,7 +45,7 @@ def multi_turn(policy, use_fast: bool, turns: int = 3):
     return out, stream
 
 
-@pytest.mark.parametrize("name", ["qwen3", "qwen2", "llama"])
+@pytest.mark.parametrize("name", ["qwen3", "qwen2", "llama", "mistral"])
 def test_streams_sample_the_same_bits_with_and_without_the_fast_step(tokenizer, name, monkeypatch):  # noqa: F811
     policy = tiny(tokenizer, name)
     calls = []
@@ -79,8 +79,9 @@ def test_a_step_that_differs_is_caught_and_never_used(tokenizer, monkeypatch, ca
 
 
 def test_other_models_keep_their_forward(tokenizer):  # noqa: F811
-    policy = tiny(tokenizer, "mistral")  # not one of SUPPORTED
+    policy = tiny(tokenizer, "phi3")  # fused projections: not one of SUPPORTED
     assert FastDecode.for_model(policy.model) is None
+    assert FastDecode.for_model(tiny(tokenizer, "mistral-sliding").model) is None  # sliding-window layers
     qwen = tiny(tokenizer, "qwen3")
     peft = get_peft_model(qwen.model, LoraConfig(r=2, target_modules=["q_proj"]))
     assert FastDecode.for_model(peft) is None  # adapters route through PEFT's layers

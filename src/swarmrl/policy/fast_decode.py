@@ -1,12 +1,12 @@
-"""One decode step of a transformers Qwen3 / Qwen2 / Llama model without the module machinery.
+"""One decode step of a Qwen3 / Qwen2 / Llama / Mistral model without transformers' module machinery.
 
 Why: a decode step of the tiny default model (4 layers, 16 rows of ~200 cached columns, one CPU
 thread) costs 2.7 ms through `model(...)` and 2.2 ms here (benchmarks/decode_step.py): a fifth
 of it is Python around the tensor operations (module calls and hooks, keyword plumbing and
-deprecation wrappers per layer, the attention interface lookup, the output dataclasses). `FastDecode` calls the same operations on the same
-tensors in the same order, mostly through transformers' own functions (the norms' `forward`,
-the rotary embedding, `apply_rotary_pos_emb`, `sdpa_attention_forward`), so its logits and the
-keys/values it writes are bitwise the model's.
+deprecation wrappers per layer, the attention interface lookup, the output dataclasses).
+`FastDecode` calls the same operations on the same tensors in the same order, mostly through
+transformers' own functions (the norms' `forward`, the rotary embedding, `apply_rotary_pos_emb`,
+`sdpa_attention_forward`), so its logits and the keys/values it writes are bitwise the model's.
 
 Bitwise is checked, not assumed: the first step of each kind (masked or not, per model class and
 config, dtype, device and autocast state, once per process) runs both paths on the same cache and
@@ -27,11 +27,11 @@ import torch
 import transformers
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from swarmrl.policy.kvcache import ReservedLayer, cache_keyword
+from swarmrl.policy.kvcache import ReservedLayer, cache_keyword, prepared_decode_masks
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM"}
+SUPPORTED = {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}
 _VERDICTS: dict[tuple, bool] = {}  # check key -> fast path bitwise equal to model(...)
 
 
@@ -52,10 +52,8 @@ class FastDecode:
     def for_model(cls, model: torch.nn.Module) -> "FastDecode | None":
         if type(model).__name__ not in SUPPORTED or not type(model).__module__.startswith("transformers.models."):
             return None
-        config = model.config
-        if getattr(config, "_attn_implementation", None) != "sdpa" or getattr(config, "pretraining_tp", 1) > 1:
-            return None
-        if any(t != "full_attention" for t in getattr(config, "layer_types", None) or []):
+        # SDPA, full attention in every layer (no sliding window): the sampler's ready-made masks
+        if not prepared_decode_masks(model) or getattr(model.config, "pretraining_tp", 1) > 1:
             return None
         return cls(model)
 

@@ -34,6 +34,7 @@ class AdapterBatch:
 
     def __init__(self, layers: list[torch.nn.Module], names: list[str]):
         self.layers, self.names = layers, names
+        self.weights = [w for m in layers for n in names for w in (m.lora_A[n].weight, m.lora_B[n].weight)]
         self.index = {n: i for i, n in enumerate(names)}
         self.version: tuple | None = None
         self.rank = max(m.r[n] for m in layers for n in names)  # R: every adapter padded to it
@@ -60,13 +61,9 @@ class AdapterBatch:
             return None
         return cls(layers, names)
 
-    def _weights(self) -> tuple:
-        return tuple(p._version for m in self.layers for n in self.names
-                     for p in (m.lora_A[n].weight, m.lora_B[n].weight))
-
     def _stack(self) -> None:
         """Restack when any adapter weight changed in place since the last stack (an update)."""
-        version = self._weights()
+        version = tuple(w._version for w in self.weights)  # in-place updates bump these
         if version == self.version:
             return
         self.stacks = []
