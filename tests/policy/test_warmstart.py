@@ -50,7 +50,8 @@ def test_the_cache_key_follows_what_changes_the_demonstrations_only():
     base = load_config("configs/tiny_test.yaml")
     key = warmstart_key(base)
     # how much the sampler computes changes no demonstration: the cached warm start stays valid
-    assert warmstart_key(load_config("configs/tiny_test.yaml", ["sampler.share_prompts=false"])) == key
+    for compute_only in ("sampler.share_prompts=false", "sampler.batched_adapters=false"):
+        assert warmstart_key(load_config("configs/tiny_test.yaml", [compute_only])) == key
     # nor does the RL learner's precision or placement: the warm start trains in float32 on the CPU
     for learner_only in ("model.mixed_precision=bf16", "model.gradient_checkpointing=true", "model.device=cpu"):
         assert warmstart_key(load_config("configs/tiny_test.yaml", [learner_only])) == key

@@ -59,6 +59,9 @@ _DEMO_CODE = (arith, arith_items, arith_scripts, arith_roles, runtime_module, ha
 _LEARNER_ONLY = ("device", "mixed_precision", "gradient_checkpointing")
 
 
+_SAMPLER_COMPUTE_ONLY = ("share_prompts", "batched_adapters")
+
+
 def warmstart_key(cfg: Config) -> str:
     scenario = make_scenario(cfg)
     parts = {
@@ -70,8 +73,8 @@ def warmstart_key(cfg: Config) -> str:
         **({"groups": cfg.workflow.groups} if cfg.workflow.groups != 1 else {}),  # groups see variants in demos too
         # not processes: ranks compute what one process computes, in its order (ranked_backward)
         "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k not in ("cache_dir", "processes")},
-        # share_prompts changes only how much the sampler computes, never a demonstration
-        "sampler": {k: v for k, v in cfg.sampler.__dict__.items() if k != "share_prompts"},
+        # these change only how the sampler computes, never a demonstration
+        "sampler": {k: v for k, v in cfg.sampler.__dict__.items() if k not in _SAMPLER_COMPUTE_ONLY},
         "code": [inspect.getsource(m) for m in _DEMO_CODE]
         + [inspect.getsource(f) for f in (demonstrations, epoch_batches, supervised, micro_loss)],
         "version": 3,
