@@ -1,9 +1,10 @@
 """swarmrl's single agent vs TRL's GRPOTrainer: one RL step each, at equal work, side by side.
 
 What is compared (issue 17, item 1). Both sides train the same model directory (by default the
-cached warm start of the demo config `rlcr_arith`, trained first if not cached; `--init DIR` or
-`--random` choose another), on the same arith problems (step k's problems are
-`task.sample(rng_for("problems", seed, k), problems_per_step)` on both sides), with the same
+demo's cached warm start, trained first if not cached: `workflow.name=single` warm-starts on the
+org's demonstrations under the org's cache key; `--init DIR` or `--random` choose another), on the same
+arith problems (step k's problems are `task.sample(rng_for("problems", seed, k),
+problems_per_step)` on both sides), with the same
 completions per step (problems_per_step x rollouts_per_problem = 4 x 8 = 32), learning rate
 (`rl.lr`, 3e-4), clip range, grad-norm clip, sampling temperature, group-normalised advantages,
 token-mean loss, no KL (`rl.kl_coef=0`, TRL `beta=0.0`), one optimizer step per batch (one epoch,
@@ -200,7 +201,7 @@ def model_dir(args, cfg) -> tuple[Path, str]:
         out = Path(tempfile.mkdtemp(prefix="vs_trl_random_"))
         return random_model(cfg, out, seed=cfg.seed), "random tiny model (--random)"
     from swarmrl.policy.warmstart import warm_start
-    return warm_start(cfg, log=log), f"warm start of {CONFIG} (cached under the swarmrl cache, trained if missing)"
+    return warm_start(cfg, log=log), f"the warm start of {CONFIG} (cached under the swarmrl cache, trained if missing)"
 
 
 def side_processes(args, side: str) -> int:

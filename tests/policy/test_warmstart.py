@@ -46,6 +46,18 @@ def test_warm_start_refuses_what_it_cannot_demonstrate_before_building_anything(
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_single_agent_config_warm_starts_on_the_orgs_demonstrations_under_the_orgs_key():
+    # workflow.name=single shares the org's cache entry, so it must train on the same sequences;
+    # played under the single scenario, the team demos' hires were refused and only the CEO's
+    # trajectory was left (one sequence per rollout).
+    org, single = (load_config("configs/tiny_test.yaml", ov) for ov in ([], ["workflow.name=single"]))
+    assert warmstart_key(single) == warmstart_key(org)
+    policy = build_tiny_policy(org.model)
+    (a, stats_a), (b, stats_b) = (demonstrations(c, policy, 10, seed=0) for c in (org, single))
+    assert stats_a["sequences"] == stats_b["sequences"] > 10  # experts' trajectories too
+    assert [(s.ids, s.gen_mask, s.role) for s in a] == [(s.ids, s.gen_mask, s.role) for s in b]
+
+
 def test_the_cache_key_follows_what_changes_the_demonstrations_only():
     base = load_config("configs/tiny_test.yaml")
     key = warmstart_key(base)

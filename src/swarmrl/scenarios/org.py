@@ -150,6 +150,14 @@ class SingleScenario(OrgScenario):
     def team_cap(self, requested: int | None) -> int:
         return 0
 
+    def demonstrations(self, runtime, scripts, tokenizer, end_id: int, n: int, seed: int):
+        """The org's demonstrations, played under the org: a single-agent run starts from the
+        org's base model (the same cache entry), as RLCR's single-agent baseline and the workflow
+        study's single cells do. Played under this scenario instead, every team demonstration
+        would teach hires that are refused."""
+        return OrgScenario(self.max_experts, self.manager_hires).demonstrations(runtime, scripts, tokenizer, end_id,
+                                                                                n, seed)
+
 
 # ---------------------------------------------------------------------- the CEO's action handlers
 
