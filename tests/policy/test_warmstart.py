@@ -70,6 +70,9 @@ def test_the_cache_key_follows_what_changes_the_demonstrations_only():
     assert warmstart_key(load_config("configs/tiny_test.yaml", ["warmstart.epochs=2"])) != key
     assert warmstart_key(load_config("configs/tiny_test.yaml", ["sampler.max_new_tokens_per_turn=32"])) != key
     assert warmstart_key(load_config("configs/tiny_test.yaml", ["warmstart.length_group_batches=4"])) != key
+    # the micro-batch split orders the gradients' sums: other weights in their last bits
+    for split in ("rl.micro_batch_tokens=256", "rl.max_pad_fraction=0.5"):
+        assert warmstart_key(load_config("configs/tiny_test.yaml", [split])) != key
 
 
 def test_random_batches_are_slices_of_one_permutation():

@@ -75,6 +75,8 @@ def warmstart_key(cfg: Config) -> str:
         "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k not in ("cache_dir", "processes")},
         # these change only how the sampler computes, never a demonstration
         "sampler": {k: v for k, v in cfg.sampler.__dict__.items() if k not in _SAMPLER_COMPUTE_ONLY},
+        # the micro-batches' split sets the order in which their gradients add up: the weights' last bits
+        "micro_batches": [cfg.rl.micro_batch_tokens, cfg.rl.max_pad_fraction],
         "code": [inspect.getsource(m) for m in _DEMO_CODE]
         + [inspect.getsource(f) for f in (demonstrations, epoch_batches, supervised, micro_loss)],
         "version": 3,
