@@ -367,9 +367,11 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
     if out is not None:
         from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
         out = Path(out)
-        paths = write_table(rows, summary, out)
+        source = {"model": str(Path(run_or_model).resolve()), "greedy": greedy, "problems": spec.problems,
+                  "prestaffed": prestaffed, "items_per_problem": cfg.task.items_per_problem}
+        paths = write_table(rows, summary, out, source=source)
         if reference:
-            paths += write_table(reference, summarize(reference), out, "scripted_solo")
+            paths += write_table(reference, summarize(reference), out, "scripted_solo", source=source)
         title = f"score vs latency budget ({'greedy' if greedy else f'sampled at T={cfg.sampler.temperature:g}'})"
         paths += [plot_score_vs_latency(rows, out / "score_vs_latency.png", title=title, reference=reference or None,
                                         marks_s={"tight": cfg.time_limit.start, "loose": cfg.time_limit.end}),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The issue-15 checks on a demo run (README: "The headline checks on the demo's run"): the run's
-# grids, greedy and sampled, against its warm start's (computed once, kept in OUT).
+# grids, greedy and sampled, against its warm start's (kept in OUT, recomputed when another warm start
+# is current).
 #   RUN=runs/demo NAME=trained bash benchmarks/small_teams/max_chain2_p48/checks.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -10,7 +11,9 @@ WS=$(.venv/bin/python -c "from swarmrl.api import config_of; from swarmrl.policy
 G=(--team-sizes 1,2,4,8,9 --time-limits 4.5,5,5.5,6,6.5,7,7.5,8,9,10,12,14,16,18,20 --problems 48)
 for mode in greedy sampled; do
   flag=(); [ $mode = greedy ] && flag=(--greedy)
-  [ -f $OUT/warm_start_$mode/scaling.json ] || $S scale "$WS" --config $RUN/config.yaml "${G[@]}" "${flag[@]}" --out $OUT/warm_start_$mode > /dev/null
+  # the cached warm-start grid counts only if it scored this warm start (scaling.json's source)
+  scored=$(.venv/bin/python -c "import json,sys; print(json.load(open(sys.argv[1])).get('source', {}).get('model', ''))" $OUT/warm_start_$mode/scaling.json 2>/dev/null || true)
+  [ "$scored" = "$(realpath "$WS")" ] || $S scale "$WS" --config $RUN/config.yaml "${G[@]}" "${flag[@]}" --out $OUT/warm_start_$mode > /dev/null
   $S scale "$RUN" "${G[@]}" "${flag[@]}" --out $OUT/${NAME}_$mode > /dev/null
   .venv/bin/python benchmarks/scale_checks.py --warm-start $OUT/warm_start_$mode $OUT/${NAME}_$mode --json $OUT/checks_${NAME}_$mode.json
 done

@@ -235,11 +235,13 @@ def score_at(rows: list[dict], team_size: int, limit_s: float, key: str = "score
     return got[-1][1] if got else None
 
 
-def write_table(rows: list[dict], summary: dict, out_dir: Path, name: str = "scaling") -> list[Path]:
+def write_table(rows: list[dict], summary: dict, out_dir: Path, name: str = "scaling",
+                source: dict | None = None) -> list[Path]:
+    """`name`.json (`source`: what was scored and how, the rows, the summary) and `name`.csv."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     js = out_dir / f"{name}.json"
-    js.write_text(json.dumps({"rows": rows, "summary": summary}, indent=2))
+    js.write_text(json.dumps({"source": source or {}, "rows": rows, "summary": summary}, indent=2))
     cs = out_dir / f"{name}.csv"
     with cs.open("w", newline="") as f:
         w = csv.writer(f)
