@@ -283,8 +283,19 @@ def summarize(pairs: list[dict]) -> dict:
                                                         "target_met": med["ratio_step"] <= 0.5}
 
 
+def warm_start_record(model: Path) -> dict:
+    """What a warm-start directory was trained on (its warmstart.json: sequences, final loss,
+    key), so that a result says which recipe it measured; {} for other model directories."""
+    path = model / "warmstart.json"
+    if not path.exists():
+        return {}
+    record = json.loads(path.read_text())
+    return {k: record.get(k) for k in ("key", "rollouts", "sequences", "generated_tokens", "final_loss")}
+
+
 def settings(args, cfg, how: str, model: Path, trl_tokens: int) -> dict:
     return {"config": CONFIG, "overrides": BASE_OVERRIDES + args.overrides, "model": str(model), "model_source": how,
+            "model_warm_start": warm_start_record(model),
             "pairs": args.pairs, "warmup_steps": args.warmup, "timed_steps": args.steps, "threads": args.threads,
             "processes": {side: side_processes(args, side) for side in ("swarmrl", "trl")},
             "one_process": args.one_process, "swarmrl_sdpa": args.swarmrl_sdpa,

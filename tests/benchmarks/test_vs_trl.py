@@ -66,3 +66,14 @@ def test_one_process_mode_refuses_what_it_cannot_run(tmp_path, argv, says):
     with pytest.raises(SystemExit) as exit_info:
         load_vs_trl().main(["--trl-python", missing, *argv])
     assert says in str(exit_info.value.code)
+
+
+def test_a_result_records_which_warm_start_it_measured(tmp_path):
+    import json
+    vs_trl = load_vs_trl()
+    assert vs_trl.warm_start_record(tmp_path) == {}  # not a warm start: nothing to say
+    (tmp_path / "warmstart.json").write_text(json.dumps({"key": "abc", "rollouts": 480, "sequences": 2176,
+                                                          "generated_tokens": 149589, "final_loss": 0.023,
+                                                          "seconds": 141.0}))
+    assert vs_trl.warm_start_record(tmp_path) == {"key": "abc", "rollouts": 480, "sequences": 2176,
+                                                  "generated_tokens": 149589, "final_loss": 0.023}
