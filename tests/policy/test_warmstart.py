@@ -75,6 +75,18 @@ def test_the_cache_key_follows_what_changes_the_demonstrations_only():
         assert warmstart_key(load_config("configs/tiny_test.yaml", [split])) != key
 
 
+def test_a_plugin_tasks_own_source_is_part_of_the_key(tmp_path):
+    # a scripted task from a file (`path.py:Name`): editing its scripts must not serve the warm
+    # start of the old ones from the cache
+    plugin = tmp_path / "my_arith.py"
+    plugin.write_text("from swarmrl.tasks.arith import ArithTask\n\nclass MyArith(ArithTask):\n    pass\n")
+    cfg = load_config("configs/tiny_test.yaml", [f"task.name={plugin}:MyArith"])
+    key = warmstart_key(cfg)
+    assert key != warmstart_key(load_config("configs/tiny_test.yaml"))
+    plugin.write_text(plugin.read_text() + "    # the scripts changed\n")
+    assert warmstart_key(cfg) != key
+
+
 def test_random_batches_are_slices_of_one_permutation():
     lengths = [5, 1, 4, 2, 3, 9, 7]
     batches = epoch_batches(lengths, 3, 0, np.random.default_rng(7))

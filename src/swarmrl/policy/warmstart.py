@@ -21,6 +21,7 @@ import hashlib
 import inspect
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -62,6 +63,13 @@ _LEARNER_ONLY = ("device", "mixed_precision", "gradient_checkpointing")
 _SAMPLER_COMPUTE_ONLY = ("share_prompts", "batched_adapters")
 
 
+def _plugin_code(*classes: type) -> list[str]:
+    """The source of the modules defining these classes where they are not among _DEMO_CODE
+    (a `module:Name` task or scenario): editing a plugin's scripts makes a new warm start."""
+    mods = {sys.modules[c.__module__] for c in classes} - set(_DEMO_CODE)
+    return [inspect.getsource(m) for m in sorted(mods, key=lambda m: m.__name__)]
+
+
 def warmstart_key(cfg: Config) -> str:
     scenario = make_scenario(cfg)
     parts = {
@@ -78,7 +86,8 @@ def warmstart_key(cfg: Config) -> str:
         # the micro-batches' split sets the order in which their gradients add up: the weights' last bits
         "micro_batches": [cfg.rl.micro_batch_tokens, cfg.rl.max_pad_fraction],
         "code": [inspect.getsource(m) for m in _DEMO_CODE]
-        + [inspect.getsource(f) for f in (demonstrations, epoch_batches, supervised, micro_loss)],
+        + [inspect.getsource(f) for f in (demonstrations, epoch_batches, supervised, micro_loss)]
+        + _plugin_code(TASKS.get(cfg.task.name), type(scenario)),
         "version": 3,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
