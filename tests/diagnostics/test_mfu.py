@@ -76,3 +76,24 @@ def test_peak_is_measured_once_per_process_and_the_disk_keeps_the_best(tmp_path,
     (tmp_path / "peak_flops.json").write_text("{torn")  # a torn file is measured again, not an error
     monkeypatch.setattr(mfu, "_PEAKS", {})
     assert measure_peak_flops(torch.device("cpu"), torch.float32, tmp_path, size=64, reps=2) > 0
+
+
+def test_machines_sharing_a_cache_directory_keep_their_own_peaks(tmp_path, monkeypatch):
+    # A home directory shared by a fast and a slow machine: the slow one must not take the fast
+    # one's best as its peak (it would understate its MFU).
+    monkeypatch.setattr(mfu, "_PEAKS", {})
+    monkeypatch.setattr(mfu, "_cpu_name", lambda: "fast CPU x64")
+    fast_key = mfu.peak_key(torch.device("cpu"), torch.float32, 64)
+    (tmp_path / "peak_flops.json").write_text(json.dumps({fast_key: 1e18}))
+    monkeypatch.setattr(mfu, "_cpu_name", lambda: "slow CPU x2")
+    peak = measure_peak_flops(torch.device("cpu"), torch.float32, tmp_path, size=64, reps=2)
+    assert peak < 1e18
+    stored = json.loads((tmp_path / "peak_flops.json").read_text())
+    assert stored[fast_key] == 1e18 and len(stored) == 2
+
+
+def test_the_cpu_is_named_by_its_model_and_usable_cores():
+    name = mfu._cpu_name()
+    model, cores = name.rsplit(" x", 1)
+    assert model and int(cores) >= 1
+    assert name in mfu.peak_key(torch.device("cpu"), torch.float32, 64)

@@ -24,12 +24,16 @@ the work a learner that skips it (`rl.logprob_chunk_tokens`, rl/batch.py `keep`)
 
 The peak is measured, not looked up: the best of a few square matmuls in the dtype the model
 computes in, with the current torch thread count, once per process; the cache directory keeps
-the best seen per (device, dtype, threads), so a measurement taken on shared cores cannot stick.
+the best seen per (device: a GPU's name, a CPU's model and usable cores; dtype; threads), so a
+measurement taken on shared cores cannot stick.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import platform
 import time
 from pathlib import Path
 
@@ -124,7 +128,21 @@ def mfu_metrics(update_fl: float, update_s: float, gen_fl: float, gen_s: float, 
 
 
 def _device_name(device: torch.device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
+
+
+@functools.cache
+def _cpu_name() -> str:
+    """The CPU model and the cores this process may use: a cache directory in a home shared by
+    several machines keeps each machine's own peak (it keeps the best ever seen)."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model} x{cores}"
 
 
 def _sync(device: torch.device) -> None:
