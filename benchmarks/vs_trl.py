@@ -2,10 +2,10 @@
 
 What is compared (issue 17, item 1). Both sides train the same model directory (by default the
 demo's cached warm start, trained first if not cached: `workflow.name=single` warm-starts on the
-org's demonstrations under the org's cache key; `--init DIR` or `--random` choose another), on the same
-arith problems (step k's problems are `task.sample(rng_for("problems", seed, k),
-problems_per_step)` on both sides), with the same
-completions per step (problems_per_step x rollouts_per_problem = 4 x 8 = 32), learning rate
+org's demonstrations under the org's cache key; `--init DIR` or `--random` choose another), on
+the same arith problems (step k's problems are `task.sample(rng_for("problems", seed, k),
+problems_per_step)` on both sides), with the same completions per step (problems_per_step x
+rollouts_per_problem = 4 x 8 = 32), learning rate
 (`rl.lr`, 3e-4), clip range, grad-norm clip, sampling temperature, group-normalised advantages,
 token-mean loss, no KL (`rl.kl_coef=0`, TRL `beta=0.0`), one optimizer step per batch (one epoch,
 TRL `num_iterations=1`), plain AdamW, and the same number of torch threads.
