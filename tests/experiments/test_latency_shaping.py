@@ -143,6 +143,19 @@ def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path)
     (out / "scaling" / "none.json").unlink()
     with pytest.raises(ConfigError, match=r"not a finished run.*none.json.*without --report-only"):
         rewrite_report(exp, out, resolve_config)
+    # ... but only arms of this experiment: another config's or another start's finished run is
+    # an error, never a result (how a run executes, e.g. its threads, may differ)
+    import dataclasses
+    threads = dataclasses.replace(exp, overrides=exp.overrides + ["run.threads=1"])
+    run_experiment(threads, out, resolve_config, init=init, log=lambda *a: None)
+    longer = dataclasses.replace(exp, overrides=["rl.steps=3", *exp.overrides[1:]])
+    with pytest.raises(ConfigError, match=r"arms/time_limit holds a finished run of another arm \(rl.steps differ"):
+        run_experiment(longer, out, resolve_config, init=init, log=lambda *a: None)
+    other = tmp_path / "other_init"
+    save_policy(build_tiny_policy(load_config(TINY).model, seed=1), other)
+    with pytest.raises(ConfigError, match="the initial weights differ"):
+        run_experiment(exp, out, resolve_config, init=other, log=lambda *a: None)
+    assert (out / "arms" / "time_limit" / "metrics.jsonl").read_text() == metrics
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs" / "experiments").glob("*.yaml")), ids=lambda p: p.stem)

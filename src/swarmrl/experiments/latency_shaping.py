@@ -10,7 +10,8 @@ the warm start itself, as the "before"), and writes one report comparing them:
   OUT/summary.json         every number the report quotes, and the wall time
 
 Arms whose run directory already holds a `final/` policy are not retrained, so an
-interrupted experiment continues where it stopped. The checks are computed and reported
+interrupted experiment continues where it stopped; a finished run of another config or from
+other initial weights there is an error, not a result. The checks are computed and reported
 as they come out; nothing here is tuned to make them pass.
 """
 
@@ -29,6 +30,8 @@ from swarmrl.policy.model import load_policy
 from swarmrl.experiments.report import CREDIT_KEYS, REF, WARM, WINDOW, write_report
 from swarmrl.experiments.spec import ExperimentConfig
 from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
+from swarmrl.runs.manifest import sha256
+from swarmrl.runs.rundir import RunDir, to_jsonable
 from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize,
                                    write_table)
 
@@ -204,7 +207,7 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
     for i, (arm, cfg) in enumerate(cfgs.items()):
         run_dir = out / "arms" / arm
         log(f"[{i + 1}/{len(cfgs)}] train arm {arm!r}: {cfg.rl.steps} steps, shaping {cfg.shaping.mode} -> {run_dir}")
-        if not (run_dir / "final").exists():
+        if not _finished_arm(run_dir, cfg, init):
             train(cfg, run_dir, init_policy=init, log=log, overwrite=True)
         runs[arm] = _metrics(run_dir)
     tables, summaries = {}, {}
@@ -227,6 +230,29 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
     report = _write(out, exp, cfgs, runs, tables, summaries, reference, info)
     log(f"report: {report}  (wall time {info['wall_s']:.0f} s)")
     return report
+
+
+def _finished_arm(run_dir: Path, cfg: Config, init: Path) -> bool:
+    """Whether `run_dir` holds this arm, trained: a finished run of the same config (how it ran
+    aside: threads, ranks, loggers) from the same initial weights. A finished run of anything
+    else is an error: reused silently, it would put another arm's numbers in the report."""
+    from swarmrl.rl.loop import RESUME_OVERRIDABLE
+    if not (run_dir / "final").exists():
+        return False
+    how_it_runs = tuple(k for k in RESUME_OVERRIDABLE if k != "rl.steps")  # not what it trains
+    flat = lambda d: {f"{sec}.{k}": v for sec, keys in d.items() if isinstance(keys, dict)  # noqa: E731
+                      for k, v in keys.items()} | {k: v for k, v in d.items() if not isinstance(v, dict)}
+    saved = flat(RunDir(run_dir).read_config())
+    want = flat(yaml.safe_load(yaml.safe_dump(to_jsonable(cfg.to_dict()))))  # as train writes it
+    diff = sorted(k for k in saved.keys() | want.keys()
+                  if saved.get(k) != want.get(k) and not k.startswith(how_it_runs))
+    start, weights = run_dir / "model" / "model.safetensors", Path(init) / "model.safetensors"
+    if start.exists() and weights.exists() and sha256(start) != sha256(weights):
+        diff.append("the initial weights")
+    if diff:
+        raise ConfigError(f"{run_dir} holds a finished run of another arm ({', '.join(diff[:6])} differ): "
+                          "use another --out, or remove that directory to train this arm there")
+    return True
 
 
 def _add_curriculum_ends(exp: ExperimentConfig, base: Config) -> None:
