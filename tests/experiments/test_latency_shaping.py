@@ -149,7 +149,7 @@ def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path)
     threads = dataclasses.replace(exp, overrides=exp.overrides + ["run.threads=1"])
     run_experiment(threads, out, resolve_config, init=init, log=lambda *a: None)
     longer = dataclasses.replace(exp, overrides=["rl.steps=3", *exp.overrides[1:]])
-    with pytest.raises(ConfigError, match=r"arms/time_limit holds a finished run of another arm \(rl.steps differ"):
+    with pytest.raises(ConfigError, match=r"arms/time_limit holds a finished run of another config \(rl.steps differ"):
         run_experiment(longer, out, resolve_config, init=init, log=lambda *a: None)
     other = tmp_path / "other_init"
     save_policy(build_tiny_policy(load_config(TINY).model, seed=1), other)

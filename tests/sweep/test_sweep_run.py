@@ -14,7 +14,7 @@ from swarmrl.cli import main
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_tiny_sweep_writes_rows_for_cells_and_controls(tmp_path):
+def test_tiny_sweep_writes_rows_for_cells_and_controls(tmp_path, capsys):
     grid = {"base": str(REPO / "configs" / "tiny_workflows.yaml"),
             "axes": {"workflow.name": ["voting"], "policy.sharing": ["shared", "isolated"]},
             "overrides": {"rl.steps": 2, "eval.val_interval": 1, "warmstart.cache_dir": str(tmp_path / "ws")}}
@@ -30,6 +30,13 @@ def test_tiny_sweep_writes_rows_for_cells_and_controls(tmp_path):
     cell = json.loads((tmp_path / "sweep" / "voting-isolated" / "cell.json").read_text())
     assert len(cell["val_curve"]) == 3  # steps 0 and 1, then the final validation
     assert "| voting-isolated |" in (tmp_path / "sweep" / "sweep.md").read_text()
+    # Run again: the finished cells are reused as they are...
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 0
+    assert json.loads((tmp_path / "sweep" / "voting-isolated" / "cell.json").read_text()) == cell
+    # ... but not under a changed grid: the old cells' numbers would pass for the new budget's
+    path.write_text(yaml.safe_dump({**grid, "overrides": {**grid["overrides"], "rl.steps": 3}}, sort_keys=False))
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
+    assert "holds a finished run of another config (rl.steps differ)" in " ".join(capsys.readouterr().out.split())
 
 
 def test_parallel_sweep_with_a_variant_axis(tmp_path):

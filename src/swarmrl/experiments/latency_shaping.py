@@ -30,8 +30,6 @@ from swarmrl.policy.model import load_policy
 from swarmrl.experiments.report import CREDIT_KEYS, REF, WARM, WINDOW, write_report
 from swarmrl.experiments.spec import ExperimentConfig
 from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
-from swarmrl.runs.manifest import sha256
-from swarmrl.runs.rundir import RunDir, to_jsonable
 from swarmrl.scaling.scale import (ScaleSpec, check_spec, run_scaling, score_at, scripted_solo_rows, summarize,
                                    write_table)
 
@@ -233,25 +231,12 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
 
 
 def _finished_arm(run_dir: Path, cfg: Config, init: Path) -> bool:
-    """Whether `run_dir` holds this arm, trained: a finished run of the same config (how it ran
-    aside: threads, ranks, loggers) from the same initial weights. A finished run of anything
-    else is an error: reused silently, it would put another arm's numbers in the report."""
-    from swarmrl.rl.loop import RESUME_OVERRIDABLE
+    """Whether `run_dir` holds this arm, trained (a finished run of another config or start there
+    is an error: reused silently, it would put another arm's numbers in the report)."""
+    from swarmrl.rl.reuse import check_same_run
     if not (run_dir / "final").exists():
         return False
-    how_it_runs = tuple(k for k in RESUME_OVERRIDABLE if k != "rl.steps")  # not what it trains
-    flat = lambda d: {f"{sec}.{k}": v for sec, keys in d.items() if isinstance(keys, dict)  # noqa: E731
-                      for k, v in keys.items()} | {k: v for k, v in d.items() if not isinstance(v, dict)}
-    saved = flat(RunDir(run_dir).read_config())
-    want = flat(yaml.safe_load(yaml.safe_dump(to_jsonable(cfg.to_dict()))))  # as train writes it
-    diff = sorted(k for k in saved.keys() | want.keys()
-                  if saved.get(k) != want.get(k) and not k.startswith(how_it_runs))
-    start, weights = run_dir / "model" / "model.safetensors", Path(init) / "model.safetensors"
-    if start.exists() and weights.exists() and sha256(start) != sha256(weights):
-        diff.append("the initial weights")
-    if diff:
-        raise ConfigError(f"{run_dir} holds a finished run of another arm ({', '.join(diff[:6])} differ): "
-                          "use another --out, or remove that directory to train this arm there")
+    check_same_run(run_dir, cfg, init)
     return True
 
 

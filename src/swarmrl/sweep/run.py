@@ -44,10 +44,12 @@ def _validate(cfg: Config, policy) -> float:
 
 def _train_cell(cfg: Config, out: Path, init: Path, log=None) -> dict:
     """Train one cell (or reuse a finished one); -> its row of the table."""
-    done = out / "cell.json"
-    if done.exists():
-        return json.loads(done.read_text())
     from swarmrl.rl.loop import load_trained_policy, train
+    from swarmrl.rl.reuse import check_same_run
+    done = out / "cell.json"
+    if done.exists():  # a finished cell counts only if it trained this cell (same config and start)
+        check_same_run(out, cfg, init)
+        return json.loads(done.read_text())
     t0 = time.perf_counter()
     run = train(cfg, out, init_policy=init, log=log or (lambda *a, **k: None), overwrite=True)
     rows = run.read_metrics()
