@@ -87,6 +87,29 @@ def test_a_plugin_tasks_own_source_is_part_of_the_key(tmp_path):
     assert warmstart_key(cfg) != key
 
 
+def test_a_warm_start_finished_first_by_another_process_is_kept(tmp_path):
+    # Two runs started at once on an empty cache both train the warm start: each writes its own
+    # temp directory, and the later one keeps the cache the earlier one wrote (a run may be
+    # loading it) instead of replacing it. A killed attempt's temp is cleared first.
+    import json
+    import subprocess
+    import sys
+
+    from swarmrl.policy.warmstart import _train_warm_start
+    cfg = load_config("configs/tiny_test.yaml", [f"warmstart.cache_dir={tmp_path}"])
+    out = tmp_path / f"warmstart-{warmstart_key(cfg)}"
+    out.mkdir()
+    (out / "warmstart.json").write_text(json.dumps({"key": "theirs"}))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".{out.name}.tmp_{int(dead.stdout)}"
+    stale.mkdir()
+    said = []
+    _train_warm_start(cfg, out, None, said.append)
+    assert json.loads((out / "warmstart.json").read_text()) == {"key": "theirs"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]  # no temp of ours, nor the stale one
+    assert "another process cached it first" in said[-1]
+
+
 def test_random_batches_are_slices_of_one_permutation():
     lengths = [5, 1, 4, 2, 3, 9, 7]
     batches = epoch_batches(lengths, 3, 0, np.random.default_rng(7))

@@ -21,6 +21,8 @@ import hashlib
 import inspect
 import json
 import math
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -38,6 +40,7 @@ from swarmrl.distributed.launch import WARMSTART, launch, launch_needed
 from swarmrl.distributed.sharding import ShardedLearner, flat_grads
 from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.paths import cache_dir
+from swarmrl.runs.manifest import remove_stale_temps
 from swarmrl.policy import chat as chat_module
 from swarmrl.policy import model as model_module
 from swarmrl.policy import tokenizer as tokenizer_module
@@ -262,7 +265,7 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
         return out
     learner = _open_ranks(cfg)
     try:
-        _train_warm_start(cfg, out, learner, log if is_writer() else (lambda *a, **k: None))
+        _train_warm_start(cfg, out, learner, log if is_writer() else (lambda *a, **k: None), force)
     finally:
         if learner is not None:
             learner.close()  # a barrier first: no rank returns before rank 0 has written `out`
@@ -281,7 +284,7 @@ def _open_ranks(cfg: Config) -> ShardedLearner | None:
     return ShardedLearner("ddp", "gloo", rank, world)  # the tiny model trains on the CPU, on any machine
 
 
-def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, log) -> None:
+def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, log, force: bool = False) -> None:
     """Demonstrations, supervised training, and (rank 0) the cache directory `out`."""
     t0 = time.perf_counter()
     torch.set_num_threads(cfg.run.threads)
@@ -296,13 +299,17 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
                         learner=learner, group_batches=cfg.warmstart.length_group_batches)
     if not is_writer():
         return
-    tmp = out.with_name(out.name + ".tmp")
+    remove_stale_temps(out.parent, prefix=f".{out.name}.")  # what a killed attempt left
+    tmp = out.parent / f".{out.name}.tmp_{os.getpid()}"  # one per process: two runs may warm-start at once
     save_policy(policy, tmp)
     stats.update({"final_loss": float(np.mean(losses[-10:])), "seconds": time.perf_counter() - t0,
                   "key": warmstart_key(cfg), "processes": learner.world if learner is not None else 1})
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
+    if (out / "warmstart.json").exists() and not force:  # another process finished the same inputs first:
+        shutil.rmtree(tmp)  # keep its copy, which a run may be loading
+        log(f"warm start: another process cached it first, at {out}")
+        return
     if out.exists():
-        import shutil
         shutil.rmtree(out)
     tmp.rename(out)  # the marker file travels with the directory: a half-written cache never counts
     log(f"warm start: done in {stats['seconds']:.0f}s, final loss {stats['final_loss']:.3f} -> {out}")
