@@ -108,6 +108,10 @@ def test_a_warm_start_finished_first_by_another_process_is_kept(tmp_path):
     assert json.loads((out / "warmstart.json").read_text()) == {"key": "theirs"}
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]  # no temp of ours, nor the stale one
     assert "another process cached it first" in said[-1]
+    # `pretrain --force` replaces it, and leaves no temp or old copy behind
+    _train_warm_start(cfg, out, None, said.append, force=True)
+    assert json.loads((out / "warmstart.json").read_text())["key"] == warmstart_key(cfg)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
 
 
 def test_random_batches_are_slices_of_one_permutation():

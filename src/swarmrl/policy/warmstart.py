@@ -40,7 +40,7 @@ from swarmrl.distributed.launch import WARMSTART, launch, launch_needed
 from swarmrl.distributed.sharding import ShardedLearner, flat_grads
 from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.paths import cache_dir
-from swarmrl.runs.manifest import remove_stale_temps
+from swarmrl.runs.manifest import move_into_place, remove_stale_temps
 from swarmrl.policy import chat as chat_module
 from swarmrl.policy import model as model_module
 from swarmrl.policy import tokenizer as tokenizer_module
@@ -309,7 +309,5 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
         shutil.rmtree(tmp)  # keep its copy, which a run may be loading
         log(f"warm start: another process cached it first, at {out}")
         return
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)  # the marker file travels with the directory: a half-written cache never counts
+    move_into_place(tmp, out)  # the marker file travels with the directory: a half-written cache never counts
     log(f"warm start: done in {stats['seconds']:.0f}s, final loss {stats['final_loss']:.3f} -> {out}")
