@@ -340,7 +340,8 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
     and limits too (`ScaleResult.reference`), and the summary gives each team's time to its best score.
     """
     import torch
-    from swarmrl.rl.loop import load_trained_policy
+    from swarmrl.rl.loop import load_trained_policy, trained_weights_dirs
+    from swarmrl.runs.manifest import weights_digest
     from swarmrl.scaling.scale import (ScaleSpec, check_same_task, check_spec, run_scaling, scripted_solo_rows,
                                       summarize, write_table)
     check_eval_inputs(run_or_model, problems)
@@ -368,7 +369,8 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
         from swarmrl.report.scaling import plot_score_vs_latency, plot_tokens_vs_latency
         out = Path(out)
         source = {"model": str(Path(run_or_model).resolve()), "greedy": greedy, "problems": spec.problems,
-                  "prestaffed": prestaffed, "items_per_problem": cfg.task.items_per_problem}
+                  "prestaffed": prestaffed, "items_per_problem": cfg.task.items_per_problem,
+                  "weights_sha256": weights_digest(trained_weights_dirs(Path(run_or_model)))}
         paths = write_table(rows, summary, out, source=source)
         if reference:
             paths += write_table(reference, summarize(reference), out, "scripted_solo", source=source)

@@ -236,3 +236,21 @@ def test_prune_keeps_last(tmp_path):
 def test_bad_group_name_rejected(tmp_path):
     with pytest.raises(ValueError, match="group name"):
         save_checkpoint(tmp_path, 0, {"../evil": {}}, {}, {})
+
+
+def test_weights_digest_names_the_weights_not_the_path(tmp_path):
+    from swarmrl.runs.manifest import weights_digest
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        (d / "sub").mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(b"weights")
+        (d / "sub" / "adapter.safetensors").write_bytes(b"lora")
+        (d / "config.json").write_text("{}")
+    assert weights_digest([a]) == weights_digest([b])  # same files elsewhere: same weights
+    (b / "config.json").write_text('{"x": 1}')
+    assert weights_digest([a]) == weights_digest([b])  # only weight files count
+    (b / "sub" / "adapter.safetensors").write_bytes(b"lorA")  # one byte of one tensor file
+    assert weights_digest([a]) != weights_digest([b])
+    (b / "sub" / "adapter.safetensors").rename(b / "adapter2.safetensors")
+    (b / "adapter2.safetensors").write_bytes(b"lora")
+    assert weights_digest([a]) != weights_digest([b])  # a file moved is another model layout

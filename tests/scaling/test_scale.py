@@ -158,8 +158,12 @@ def test_cli_scale_on_a_run_and_a_checkpoint_from_another_task(tmp_path, capsys)
     assert [(r["team_size"], r["time_limit_s"]) for r in rows] == [(1, 1.0), (1, 3.0), (2, 1.0), (2, 3.0)]
     assert all(r["greedy"] for r in rows)
     # what was scored, and how: a table that can be traced to its checkpoint
+    from swarmrl.runs.checkpoint import latest_checkpoint
+    from swarmrl.runs.manifest import weights_digest
+    scored = weights_digest([run.path / "model", latest_checkpoint(run.path)])
     assert got["source"] == {"model": str(run.path.resolve()), "greedy": True, "problems": 2, "prestaffed": False,
-                             "items_per_problem": cfg.task.items_per_problem}
+                             "items_per_problem": cfg.task.items_per_problem, "weights_sha256": scored}
+    assert scored != weights_digest([run.path / "model"])  # the trained weights, not the init alone
     assert (out / "score_vs_latency.png").stat().st_size > 0 and (out / "scaling.csv").exists()
     # The task has scripts: the perfect single agent ran on the same problems and limits.
     ref = json.loads((out / "scripted_solo.json").read_text())["rows"]

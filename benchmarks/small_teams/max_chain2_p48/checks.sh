@@ -8,12 +8,14 @@ cd "$(dirname "$0")/../../.."
 S=.venv/bin/swarmrl
 RUN=${RUN:-runs/demo}; NAME=${NAME:-trained}; OUT=${OUT:-benchmarks/small_teams/max_chain2_p48}
 WS=$(.venv/bin/python -c "from swarmrl.api import config_of; from swarmrl.policy.warmstart import warm_start; print(warm_start(config_of('$RUN/config.yaml'), log=lambda *a, **k: None))")
+WS_SHA=$(.venv/bin/python -c "from pathlib import Path; from swarmrl.runs.manifest import weights_digest; print(weights_digest([Path('$WS')]))")
 G=(--team-sizes 1,2,4,8,9 --time-limits 4.5,5,5.5,6,6.5,7,7.5,8,9,10,12,14,16,18,20 --problems 48)
 for mode in greedy sampled; do
   flag=(); [ $mode = greedy ] && flag=(--greedy)
-  # the cached warm-start grid counts only if it scored this warm start (scaling.json's source)
-  scored=$(.venv/bin/python -c "import json,sys; print(json.load(open(sys.argv[1])).get('source', {}).get('model', ''))" $OUT/warm_start_$mode/scaling.json 2>/dev/null || true)
-  [ "$scored" = "$(realpath "$WS")" ] || $S scale "$WS" --config $RUN/config.yaml "${G[@]}" "${flag[@]}" --out $OUT/warm_start_$mode > /dev/null
+  # the cached warm-start grid counts only if it scored these warm-start weights (scaling.json's
+  # source): one cache key trains other weights on a CPU that rounds differently
+  scored=$(.venv/bin/python -c "import json,sys; print(json.load(open(sys.argv[1])).get('source', {}).get('weights_sha256', ''))" $OUT/warm_start_$mode/scaling.json 2>/dev/null || true)
+  [ "$scored" = "$WS_SHA" ] || $S scale "$WS" --config $RUN/config.yaml "${G[@]}" "${flag[@]}" --out $OUT/warm_start_$mode > /dev/null
   $S scale "$RUN" "${G[@]}" "${flag[@]}" --out $OUT/${NAME}_$mode > /dev/null
   .venv/bin/python benchmarks/scale_checks.py --warm-start $OUT/warm_start_$mode $OUT/${NAME}_$mode --json $OUT/checks_${NAME}_$mode.json
 done

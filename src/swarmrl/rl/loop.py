@@ -295,6 +295,14 @@ def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
                     prune_checkpoints(run.path, cfg.run.keep_checkpoints)
 
 
+def trained_weights_dirs(path: Path) -> list[Path]:
+    """The directories whose weights `load_trained_policy(path)` reads (for provenance digests)."""
+    path = Path(path)
+    if (path / "config.yaml").exists() and (path / MODEL_DIR).exists():  # a run: its init + latest checkpoint
+        return [path / MODEL_DIR] + [c for c in [latest_checkpoint(path)] if c is not None]
+    return [path]
+
+
 def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | PolicySet, dict | None]:
     """A run dir (its latest checkpoint), a checkpoint dir, or a HF model dir -> policy (+ run config).
 

@@ -60,6 +60,17 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def weights_digest(dirs: list[Path]) -> str:
+    """One sha256 over every `.safetensors` file under `dirs` (names relative to their dir, and
+    contents): what identifies the weights a result was computed from. A path or cache key does
+    not: the same warm-start key trains other weights on a CPU that rounds differently."""
+    h = hashlib.sha256()
+    for d in dirs:
+        for f in sorted(Path(d).rglob("*.safetensors")):
+            h.update(f"{f.relative_to(d)}:{sha256(f)};".encode())
+    return h.hexdigest()
+
+
 def write_json(path: Path, obj: Any) -> None:
     # allow_nan=False: manifests and state must be strict JSON so any tool can read them.
     with open(path, "w", encoding="utf-8") as f:
