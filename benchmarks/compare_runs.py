@@ -6,7 +6,9 @@ initial model on the same machine and thread count, before and after, then
     python benchmarks/compare_runs.py RUN_BEFORE RUN_AFTER
 
 Exit 0 when every non-wall-clock value is identical (exact equality: same machine, same
-threads), 1 otherwise, listing the first differences.
+threads), 1 otherwise, listing the first differences. Where the runs' `environment.jsonl`
+records differ in what changes floats (library versions, CPU, GPUs, threads, processes), it says
+so first: runs on two machines are two draws, not copies (README "Guarantees").
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from swarmrl.runs.rundir import wall_clock
+from swarmrl.runs.environment import same_machine_and_build
+from swarmrl.runs.rundir import RunDir, wall_clock
 
 
 def load(run: str) -> list[dict]:
@@ -41,6 +44,10 @@ def main() -> int:
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
+    envs = [RunDir(Path(r)).read_environment() for r in sys.argv[1:]]
+    if all(envs) and (apart := same_machine_and_build(envs[0][0], envs[1][0])):
+        print(f"the runs started on other machines or builds ({', '.join(apart)} differ): "
+              "expect float-level differences that compound, not equality")
     compared, diffs = compare(load(sys.argv[1]), load(sys.argv[2]))
     print(f"compared {compared} values; {len(diffs)} differ")
     for d in diffs[:20]:

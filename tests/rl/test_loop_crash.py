@@ -118,6 +118,15 @@ def test_resume_uses_the_runs_thread_count_and_equals_a_straight_run(extended, s
     assert not all(torch.equal(w0[k], final_weights(run)[k]) for k in w0)  # training moved them
 
 
+def test_each_start_and_resume_records_its_machine_and_build(extended):
+    from swarmrl.runs.rundir import RunDir
+    run, _ = extended
+    env = RunDir(run).read_environment()
+    assert [e["step"] for e in env] == [0, 2]  # the start, then the resume at step 2
+    assert all(e["torch_threads"] == 1 and e["processes"] == 1 for e in env)  # the run's threads
+    assert env[0]["versions"]["torch"] == torch.__version__ and env[0]["cpu"]
+
+
 def test_extending_a_finished_run_persists_the_new_end(extended, tmp_path):
     run, _ = extended
     assert yaml.safe_load((run / "config.yaml").read_text())["rl"]["steps"] == 4

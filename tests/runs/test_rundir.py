@@ -193,7 +193,9 @@ def test_overwrite_removes_report_and_logger_outputs_but_not_foreign_files(tmp_p
     (rd.path / "tensorboard" / "notes.txt").write_text("mine")
     (rd.path / "wandb" / "offline-run-x").mkdir(parents=True)
     (rd.path / "wandb" / "wandb_run_id").write_text("abc")
+    rd.append_environment({"step": 0})
     RunDir.create(rd.path, {"a": 2}, overwrite=True)
+    assert rd.read_environment() == []  # the old run's machines are not the new one's
     assert not (rd.path / "report.html").exists() and not (rd.path / "wandb").exists()
     assert [p.name for p in (rd.path / "tensorboard").iterdir()] == ["notes.txt"]
 

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import torch
+
+from swarmrl.runs.environment import cpu_model, usable_cores
 
 _PEAKS: dict[str, float] = {}  # in-process cache of measure_peak_flops
 
@@ -135,14 +135,7 @@ def _device_name(device: torch.device) -> str:
 def _cpu_name() -> str:
     """The CPU model and the cores this process may use: a cache directory in a home shared by
     several machines keeps each machine's own peak (it keeps the best ever seen)."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model} x{cores}"
+    return f"{cpu_model()} x{usable_cores()}"
 
 
 def _sync(device: torch.device) -> None:

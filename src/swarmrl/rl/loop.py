@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -31,13 +32,14 @@ from swarmrl.report.samples import sample_row
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.build import check_hardware, make_policy_set
 from swarmrl.distributed.launch import launch, launch_needed, launch_resume
-from swarmrl.distributed.torchrun import is_writer
+from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.rl.batch import chunking_hint
 from swarmrl.rl.trainer import Trainer
 from swarmrl.runs.loggers import Loggers, parse_loggers
 from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
                                      load_checkpoint, newest_valid_checkpoint, prune_checkpoints,
                                      restore_rng, save_checkpoint)
+from swarmrl.runs.environment import environment
 from swarmrl.runs.manifest import POLICY_MANIFEST, move_into_place, remove_stale_temps
 from swarmrl.runs.progress import TrainProgress
 from swarmrl.runs.rundir import CONFIG, RunDir
@@ -278,6 +280,8 @@ def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
             if _checkpoint_due(cfg, trainer):
                 save_trainer_checkpoint(run, trainer)
         return
+    run.append_environment({"step": trainer.step_idx, "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                            **environment(threads=cfg.run.threads, processes=launch_world()[1])})
     sinks = Loggers.open(cfg.run.loggers, run.path, cfg.to_dict(), start_step=trainer.step_idx,
                          wandb_project=cfg.run.wandb_project, wandb_mode=cfg.run.wandb_mode)
     with sinks, TrainProgress(cfg.rl.steps, enabled=cfg.run.progress, start_step=trainer.step_idx) as progress:

@@ -45,6 +45,7 @@ _STEP_DIR = re.compile(r"^step_\d+$")
 _PLOT = re.compile(r"^[^.].*\.png$")
 _TB_EVENTS = re.compile(r"^events\.out\.tfevents\.")
 REPORT = "report.html"
+ENVIRONMENT = "environment.jsonl"  # one line per start or resume: the machine and build (runs/environment.py)
 
 
 # Metrics measured on the wall clock: two runs of the same seed differ in these and only these
@@ -162,6 +163,7 @@ class RunDir:
             return
         remove_stale_temps(self.path)
         self.metrics_path.unlink(missing_ok=True)
+        (self.path / ENVIRONMENT).unlink(missing_ok=True)
         for d in (self.model_dir, self.final_dir):
             if not d.exists():
                 continue
@@ -242,15 +244,25 @@ class RunDir:
         _atomic_write_text(self.config_path, text)
 
     def append_metrics(self, row: dict) -> None:
-        line = _dumps(row) + "\n"
-        self._path.mkdir(parents=True, exist_ok=True)
-        with open(self.metrics_path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        self._append(self.metrics_path, row)
 
     def read_metrics(self) -> list[dict]:
         return read_jsonl(self.metrics_path)
+
+    def append_environment(self, record: dict) -> None:
+        """Log the machine and build of one start or resume (`record` from runs/environment.py)."""
+        self._append(self.path / ENVIRONMENT, record)
+
+    def read_environment(self) -> list[dict]:
+        """Every start's and resume's record, oldest first (empty for runs older than the file)."""
+        return read_jsonl(self.path / ENVIRONMENT)
+
+    def _append(self, path: Path, row: dict) -> None:
+        self._path.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(_dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
     def truncate_metrics(self, before_step: int) -> None:
         """Keep only rows with `step < before_step` (rows without a step are kept)."""

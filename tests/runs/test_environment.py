@@ -1,0 +1,35 @@
+import json
+import subprocess
+from pathlib import Path
+
+import torch
+
+from swarmrl.runs.environment import environment, same_machine_and_build, source_commit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_record_names_this_build_and_machine():
+    env = environment(threads=3, processes=2)
+    assert env["versions"]["torch"] == torch.__version__
+    assert env["versions"]["swarmrl"]  # installed (editable or wheel)
+    assert env["torch_build"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert env["torch_threads"] == 3 and env["processes"] == 2 and env["usable_cores"] >= 1
+    assert json.loads(json.dumps(env)) == env  # JSON as it is
+
+
+def test_the_source_commit_is_this_checkouts_head():
+    got = source_commit()
+    if not (ROOT / ".git").exists():  # an sdist or a copy without git: nothing to name
+        assert got is None
+        return
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert got["commit"] == head and isinstance(got["uncommitted_changes"], bool)
+
+
+def test_records_differ_only_in_what_changes_floats():
+    a = environment(threads=1)
+    assert same_machine_and_build(a, {**a, "utc": "later", "step": 7, "executable": "/elsewhere"}) == []
+    assert same_machine_and_build(a, {**a, "torch_threads": 2}) == ["torch_threads"]
+    other_cpu = {**a, "cpu": "another CPU", "versions": {**a["versions"], "torch": "0.0"}}
+    assert same_machine_and_build(a, other_cpu) == ["versions", "cpu"]
