@@ -299,12 +299,24 @@ def _train_steps(cfg: Config, run: RunDir, trainer: Trainer) -> None:
                     prune_checkpoints(run.path, cfg.run.keep_checkpoints)
 
 
+def _trained_parts(path: Path) -> tuple[Path | None, Path | None]:
+    """(run dir, checkpoint) that `load_trained_policy(path)` reads; (None, None) for a plain
+    model directory (a run's final/ or model/, or a Hugging Face one), read as it is."""
+    if (path / "config.yaml").exists() and (path / MODEL_DIR).exists():  # a run directory
+        return path, latest_checkpoint(path)
+    if path.name == FINAL_DIR and (path / "manifest.json").exists():  # final/ of a per-role run
+        return path.parent, path
+    if (path / "manifest.json").exists():  # a checkpoint dir inside a run
+        return path.parent.parent, path
+    return None, None
+
+
 def trained_weights_dirs(path: Path) -> list[Path]:
     """The directories whose weights `load_trained_policy(path)` reads (for provenance digests)."""
-    path = Path(path)
-    if (path / "config.yaml").exists() and (path / MODEL_DIR).exists():  # a run: its init + latest checkpoint
-        return [path / MODEL_DIR] + [c for c in [latest_checkpoint(path)] if c is not None]
-    return [path]
+    run_dir, ckpt = _trained_parts(Path(path))
+    if run_dir is None:
+        return [Path(path)]
+    return [run_dir / MODEL_DIR] + ([ckpt] if ckpt is not None else [])
 
 
 def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | PolicySet, dict | None]:
@@ -314,16 +326,10 @@ def load_trained_policy(path: Path, dtype: str = "float32") -> tuple[Policy | Po
     Whatever comes from a run (model/, final/, a checkpoint) is verified against its manifest.
     """
     path = Path(path)
-    if (path / "config.yaml").exists() and (path / MODEL_DIR).exists():  # a run directory
-        run_dir, ckpt = path, latest_checkpoint(path)
-    elif path.name == FINAL_DIR and (path / "manifest.json").exists():  # final/ of a per-role run
-        run_dir, ckpt = path.parent, path
-    elif (path / "manifest.json").exists():  # a checkpoint dir inside a run
-        run_dir, ckpt = path.parent.parent, path
-    elif (path / POLICY_MANIFEST).exists() or (path.parent / "config.yaml").exists():  # final/, model/
-        return load_run_policy(path, dtype), None
-    else:
-        return load_policy(path, dtype), None
+    run_dir, ckpt = _trained_parts(path)
+    if run_dir is None:
+        is_run_part = (path / POLICY_MANIFEST).exists() or (path.parent / "config.yaml").exists()  # final/, model/
+        return (load_run_policy(path, dtype) if is_run_part else load_policy(path, dtype)), None
     run_cfg = RunDir(run_dir).read_config()
     policy = load_run_policy(run_dir / MODEL_DIR, dtype)
     policies = make_policy_set(config_from_dict(run_cfg), policy)
