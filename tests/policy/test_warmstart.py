@@ -110,7 +110,9 @@ def test_a_warm_start_finished_first_by_another_process_is_kept(tmp_path):
     assert "another process cached it first" in said[-1]
     # `pretrain --force` replaces it, and leaves no temp or old copy behind
     _train_warm_start(cfg, out, None, said.append, force=True)
-    assert json.loads((out / "warmstart.json").read_text())["key"] == warmstart_key(cfg)
+    meta = json.loads((out / "warmstart.json").read_text())
+    assert meta["key"] == warmstart_key(cfg)
+    assert meta["environment"]["versions"]["torch"] == torch.__version__  # which machine trained these weights
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
 
 

@@ -40,6 +40,7 @@ from swarmrl.distributed.launch import WARMSTART, launch, launch_needed
 from swarmrl.distributed.sharding import ShardedLearner, flat_grads
 from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.paths import cache_dir
+from swarmrl.runs.environment import environment
 from swarmrl.runs.manifest import move_into_place, remove_stale_temps
 from swarmrl.policy import chat as chat_module
 from swarmrl.policy import model as model_module
@@ -302,8 +303,10 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
     remove_stale_temps(out.parent, prefix=f".{out.name}.")  # what a killed attempt left
     tmp = out.parent / f".{out.name}.tmp_{os.getpid()}"  # one per process: two runs may warm-start at once
     save_policy(policy, tmp)
+    world = learner.world if learner is not None else 1
     stats.update({"final_loss": float(np.mean(losses[-10:])), "seconds": time.perf_counter() - t0,
-                  "key": warmstart_key(cfg), "processes": learner.world if learner is not None else 1})
+                  "key": warmstart_key(cfg), "processes": world,  # the machine that trained it: runs/environment.py
+                  "environment": environment(threads=cfg.run.threads, processes=world)})
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
     if (out / "warmstart.json").exists() and not force:  # another process finished the same inputs first:
         shutil.rmtree(tmp)  # keep its copy, which a run may be loading
