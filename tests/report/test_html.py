@@ -78,3 +78,19 @@ def test_corrupt_lines_are_skipped_and_named(scripted, tmp_path, capsys):
     assert f"{run / 'metrics.jsonl'}:3: invalid JSON" in out
     page = (run / "report.html").read_text()
     assert len(embedded(page, "report-data")["metrics"]) == 3 and len(embedded(page, "samples-1")) == 3
+
+
+def test_the_summary_says_where_the_run_trained(tmp_path):
+    from swarmrl.runs.rundir import RunDir
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 0}) + "\n")
+    assert "ran on" not in embedded(render_report(run)[0], "report-data")["summary"]  # older runs: nothing claimed
+    env = {"step": 0, "versions": {"torch": "2.13.0+cpu"}, "cpu": "AMD EPYC", "gpus": [], "torch_threads": 1,
+           "processes": 2, "source": {"commit": "0123456789abcdef", "uncommitted_changes": True}}
+    RunDir(run).append_environment(env)
+    RunDir(run).append_environment({**env, "step": 5, "gpus": ["NVIDIA H200"]})
+    summary = embedded(render_report(run)[0], "report-data")["summary"]
+    assert summary["ran on"] == "AMD EPYC (CPU), torch 2.13.0+cpu, 2 process(es) x 1 thread(s)"
+    assert summary["commit"] == "0123456789ab with uncommitted changes"
+    assert summary["starts and resumes"] == "2, not all on this machine and build"  # resumed on a GPU

@@ -23,7 +23,8 @@ from importlib import resources
 from pathlib import Path
 
 from swarmrl.report.samples import read_samples, sample_files
-from swarmrl.runs.rundir import CONFIG, METRICS, REPORT, to_jsonable
+from swarmrl.runs.environment import same_machine_and_build
+from swarmrl.runs.rundir import CONFIG, METRICS, REPORT, RunDir, to_jsonable
 
 _ASSETS = "assets"
 
@@ -75,6 +76,27 @@ def _summary(run_dir: Path, rows: list[dict]) -> dict:
         if value not in (None, ""):
             out[f"{section}.{key}"] = value
     out["steps logged"] = len(rows)
+    return out | _ran_on(run_dir)
+
+
+def _ran_on(run_dir: Path) -> dict:
+    """Where the run trained (environment.jsonl's first start): runs on another machine are
+    another draw, so a reader comparing two reports should see it."""
+    try:
+        envs = RunDir(run_dir).read_environment()
+    except (OSError, ValueError):
+        return {}
+    if not envs:
+        return {}
+    e, out = envs[0], {}
+    gpus = ", ".join(e.get("gpus") or []) or f"{e.get('cpu')} (CPU)"
+    out["ran on"] = (f"{gpus}, torch {(e.get('versions') or {}).get('torch')}, "
+                     f"{e.get('processes')} process(es) x {e.get('torch_threads')} thread(s)")
+    if src := e.get("source"):
+        out["commit"] = src["commit"][:12] + (" with uncommitted changes" if src.get("uncommitted_changes") else "")
+    if len(envs) > 1:
+        moved = any(same_machine_and_build(e, later) for later in envs[1:])
+        out["starts and resumes"] = f"{len(envs)}" + (", not all on this machine and build" if moved else "")
     return out
 
 

@@ -17,8 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 LIBRARIES = ("swarmrl", "torch", "transformers", "peft", "safetensors", "tokenizers", "ray", "vllm")
 
 
@@ -62,6 +60,7 @@ def usable_cores() -> int:
 
 def environment(threads: int | None = None, processes: int = 1) -> dict[str, Any]:
     """One JSON-able record of this process's machine and build."""
+    import torch  # here, so that readers of the records (reports, compare_runs) need no torch
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return {
         "versions": {"python": platform.python_version(), **{n: _version(n) for n in LIBRARIES}},
