@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from swarmrl.runs.environment import same_machine_and_build
+from swarmrl.runs.environment import differences
 from swarmrl.runs.rundir import RunDir, wall_clock
 
 
@@ -45,7 +45,7 @@ def main() -> int:
         print(__doc__)
         return 2
     envs = [RunDir(Path(r)).read_environment() for r in sys.argv[1:]]
-    if all(envs) and (apart := same_machine_and_build(envs[0][0], envs[1][0])):
+    if all(envs) and (apart := differences(envs[0][0], envs[1][0])):
         print(f"the runs started on other machines or builds ({', '.join(apart)} differ): "
               "expect float-level differences that compound, not equality")
     compared, diffs = compare(load(sys.argv[1]), load(sys.argv[2]))

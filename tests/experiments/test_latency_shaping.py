@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -147,7 +148,16 @@ def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path)
     # an error, never a result (how a run executes, e.g. its threads, may differ)
     import dataclasses
     threads = dataclasses.replace(exp, overrides=exp.overrides + ["run.threads=1"])
-    run_experiment(threads, out, resolve_config, init=init, log=lambda *a: None)
+    said = []
+    run_experiment(threads, out, resolve_config, init=init, log=said.append)
+    assert not any("another machine" in str(m) for m in said)
+    # an arm trained on another CPU is this arm, but another draw of it: reused, and said so
+    env = out / "arms" / "none" / "environment.jsonl"
+    record = json.loads(env.read_text().splitlines()[0])
+    env.write_text(json.dumps({**record, "cpu": "another CPU"}) + "\n")
+    run_experiment(threads, out, resolve_config, init=init, log=said.append)
+    elsewhere = [m for m in said if "another machine" in str(m)]
+    assert len(elsewhere) == 1 and "arms/none" in elsewhere[0] and "(cpu differ)" in elsewhere[0]
     longer = dataclasses.replace(exp, overrides=["rl.steps=3", *exp.overrides[1:]])
     with pytest.raises(ConfigError, match=r"arms/time_limit holds a finished run of another config \(rl.steps differ"):
         run_experiment(longer, out, resolve_config, init=init, log=lambda *a: None)

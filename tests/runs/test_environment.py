@@ -4,7 +4,7 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.runs.environment import environment, same_machine_and_build, source_commit
+from swarmrl.runs.environment import MACHINE_KEYS, differences, environment, source_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,8 @@ def test_the_source_commit_is_this_checkouts_head():
 
 def test_records_differ_only_in_what_changes_floats():
     a = environment(threads=1)
-    assert same_machine_and_build(a, {**a, "utc": "later", "step": 7, "executable": "/elsewhere"}) == []
-    assert same_machine_and_build(a, {**a, "torch_threads": 2}) == ["torch_threads"]
+    assert differences(a, {**a, "utc": "later", "step": 7, "executable": "/elsewhere"}) == []
+    assert differences(a, {**a, "torch_threads": 2}) == ["torch_threads"]
     other_cpu = {**a, "cpu": "another CPU", "versions": {**a["versions"], "torch": "0.0"}}
-    assert same_machine_and_build(a, other_cpu) == ["versions", "cpu"]
+    assert differences(a, other_cpu) == ["versions", "cpu"]
+    assert differences(a, {**a, "torch_threads": 2}, MACHINE_KEYS) == []  # same machine, other threads

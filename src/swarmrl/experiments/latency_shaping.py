@@ -205,7 +205,7 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
     for i, (arm, cfg) in enumerate(cfgs.items()):
         run_dir = out / "arms" / arm
         log(f"[{i + 1}/{len(cfgs)}] train arm {arm!r}: {cfg.rl.steps} steps, shaping {cfg.shaping.mode} -> {run_dir}")
-        if not _finished_arm(run_dir, cfg, init):
+        if not _finished_arm(run_dir, cfg, init, log):
             train(cfg, run_dir, init_policy=init, log=log, overwrite=True)
         runs[arm] = _metrics(run_dir)
     tables, summaries = {}, {}
@@ -230,13 +230,13 @@ def run_experiment(exp: ExperimentConfig, out: Path, resolve, init: Path | None 
     return report
 
 
-def _finished_arm(run_dir: Path, cfg: Config, init: Path) -> bool:
+def _finished_arm(run_dir: Path, cfg: Config, init: Path, log) -> bool:
     """Whether `run_dir` holds this arm, trained (a finished run of another config or start there
     is an error: reused silently, it would put another arm's numbers in the report)."""
     from swarmrl.rl.reuse import check_same_run
     if not (run_dir / "final").exists():
         return False
-    check_same_run(run_dir, cfg, init)
+    check_same_run(run_dir, cfg, init, log)
     return True
 
 

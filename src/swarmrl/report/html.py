@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from swarmrl.report.samples import read_samples, sample_files
-from swarmrl.runs.environment import same_machine_and_build
+from swarmrl.runs.environment import MACHINE_KEYS, differences
 from swarmrl.runs.rundir import CONFIG, METRICS, REPORT, RunDir, to_jsonable
 
 _ASSETS = "assets"
@@ -95,7 +95,7 @@ def _ran_on(run_dir: Path) -> dict:
     if src := e.get("source"):
         out["commit"] = src["commit"][:12] + (" with uncommitted changes" if src.get("uncommitted_changes") else "")
     if len(envs) > 1:
-        moved = any(same_machine_and_build(e, later) for later in envs[1:])
+        moved = any(differences(e, later, MACHINE_KEYS) for later in envs[1:])
         out["starts and resumes"] = f"{len(envs)}" + (", not all on this machine and build" if moved else "")
     return out
 

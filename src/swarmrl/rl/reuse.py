@@ -15,6 +15,7 @@ import yaml
 
 from swarmrl.config import Config, ConfigError
 from swarmrl.rl.loop import RESUME_OVERRIDABLE
+from swarmrl.runs.environment import MACHINE_KEYS, differences, environment
 from swarmrl.runs.manifest import sha256
 from swarmrl.runs.rundir import RunDir, to_jsonable
 
@@ -45,8 +46,13 @@ def run_differences(run_dir: Path, cfg: Config, init: Path | None) -> list[str]:
     return diff
 
 
-def check_same_run(run_dir: Path, cfg: Config, init: Path | None) -> None:
-    """Refuse a finished run in `run_dir` that is not the one `cfg` from `init` would train."""
+def check_same_run(run_dir: Path, cfg: Config, init: Path | None, log=None) -> None:
+    """Refuse a finished run in `run_dir` that is not the one `cfg` from `init` would train. One
+    trained on another machine or build is this run, but another draw of it: `log` says so."""
     if diff := run_differences(run_dir, cfg, init):
         raise ConfigError(f"{run_dir} holds a finished run of another config ({', '.join(diff[:6])} differ): "
                           "use another --out, or remove that directory to train it there")
+    trained = RunDir(run_dir).read_environment()
+    if log is not None and trained and (apart := differences(trained[0], environment(), MACHINE_KEYS)):
+        log(f"note: reusing {run_dir}, trained on another machine or build ({', '.join(apart)} differ): "
+            "its numbers are another draw of this run, not the one this machine would give")

@@ -76,8 +76,11 @@ def environment(threads: int | None = None, processes: int = 1) -> dict[str, Any
     }
 
 
-def same_machine_and_build(a: dict, b: dict) -> list[str]:
-    """The fields in which two records differ that can change a run's floats (empty: exact
-    equality is expected from the same config and seed)."""
-    keys = ("versions", "torch_build", "cpu", "gpus", "torch_threads", "processes")
+MACHINE_KEYS = ("versions", "torch_build", "cpu", "gpus")  # the machine and library build
+FLOAT_KEYS = MACHINE_KEYS + ("torch_threads", "processes")  # everything in a record that changes a run's floats
+
+
+def differences(a: dict, b: dict, keys: tuple[str, ...] = FLOAT_KEYS) -> list[str]:
+    """The `keys` in which two records differ (empty, for FLOAT_KEYS: the same config and seed
+    are expected to give the same run bit for bit)."""
     return [k for k in keys if a.get(k) != b.get(k)]

@@ -48,7 +48,7 @@ def _train_cell(cfg: Config, out: Path, init: Path, log=None) -> dict:
     from swarmrl.rl.reuse import check_same_run
     done = out / "cell.json"
     if done.exists():  # a finished cell counts only if it trained this cell (same config and start)
-        check_same_run(out, cfg, init)
+        check_same_run(out, cfg, init, log)
         return json.loads(done.read_text())
     t0 = time.perf_counter()
     run = train(cfg, out, init_policy=init, log=log or (lambda *a, **k: None), overwrite=True)
