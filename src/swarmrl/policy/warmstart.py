@@ -305,8 +305,8 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
     save_policy(policy, tmp)
     world = learner.world if learner is not None else 1
     stats.update({"final_loss": float(np.mean(losses[-10:])), "seconds": time.perf_counter() - t0,
-                  "key": warmstart_key(cfg), "processes": world,  # the machine that trained it: runs/environment.py
-                  "environment": environment(threads=cfg.run.threads, processes=world)})
+                  "key": warmstart_key(cfg), "processes": world,
+                  "environment": environment(threads=cfg.run.threads, processes=world)})  # the machine that trained it
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
     if (out / "warmstart.json").exists() and not force:  # another process finished the same inputs first:
         shutil.rmtree(tmp)  # keep its copy, which a run may be loading
