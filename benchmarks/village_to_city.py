@@ -5,6 +5,7 @@ problems that grow with the team (`--items`, default 64 items per problem), and 
 scaling table, its wall time and the process's peak resident memory.
 
     python benchmarks/village_to_city.py RUN [--items 64] [--problems 8] [--greedy] [--out benchmarks/village_to_city.json]
+    python benchmarks/village_to_city.py MODEL_DIR --config rlcr_arith [...]   # a warm start: no run config
 
 The model's context must hold a 64-item problem: the tiny model's 1,024 tokens do not, so the
 script raises `model.max_context_tokens` for the evaluation (positions past the trained length
@@ -33,13 +34,14 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=24, help="sampler.max_turns_per_agent for the evaluation")
     ap.add_argument("--greedy", action="store_true", help="decode the most likely token (swarmrl scale --greedy)")
     ap.add_argument("--out", default="benchmarks/village_to_city.json")
+    ap.add_argument("--config", help="the config for a bare model directory (a warm start), e.g. rlcr_arith")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a further config override, e.g. workflow.manager_hires=8 (experts may hire: a hierarchy)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     res = scale(args.run, team_sizes=[int(x) for x in args.team_sizes.split(",")],
                 time_limits_s=[float(x) for x in args.time_limits.split(",")], problems=args.problems,
-                items=args.items, greedy=args.greedy, overrides=[f"model.max_context_tokens={args.context}",
+                items=args.items, greedy=args.greedy, config=args.config, overrides=[f"model.max_context_tokens={args.context}",
                                              f"sampler.max_turns_per_agent={args.turns}"] + args.set)
     wall = time.perf_counter() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
@@ -47,7 +49,7 @@ def main() -> None:
             "idle_agents_per_rollout", "total_tokens_per_rollout")
     rows = [{"team_size": r["team_size"], "time_limit_s": r["time_limit_s"], **{k: r.get(k) for k in keys}}
             for r in res.rows]
-    out = {"run": str(args.run), "overrides": args.set, "items": args.items, "problems": args.problems,
+    out = {"run": str(args.run), "config": args.config, "overrides": args.set, "items": args.items, "problems": args.problems,
            "greedy": args.greedy, "wall_s": wall,
            "peak_rss_mb": peak_mb, "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=2))

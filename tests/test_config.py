@@ -79,6 +79,7 @@ def test_bad_type_names_the_key(override, fragment):
     ("task.items_per_problem=703", "task.items_per_problem must be in [1, 702]"),
     ("task.items_per_problem=0", "task.items_per_problem must be in [1, 702]"),
     ("workflow.manager_hires=-1", "workflow.manager_hires must be >= 0"),
+    ("workflow.span=-1", "workflow.span must be >= 0"),
 ])
 def test_bad_value_is_rejected(override, fragment):
     with pytest.raises(ConfigError) as e:
@@ -90,6 +91,14 @@ def test_manager_hires_needs_the_org():
     assert load_config(None, ["workflow.manager_hires=4"]).workflow.manager_hires == 4
     with pytest.raises(ConfigError, match="workflow.manager_hires=4 needs workflow.name=org"):
         load_config(None, ["workflow.name=voting", "workflow.manager_hires=4"])
+
+
+def test_span_needs_the_org_and_excludes_manager_hires():
+    assert load_config(None, ["workflow.span=8"]).workflow.span == 8
+    with pytest.raises(ConfigError, match="workflow.span=8 needs workflow.name=org"):
+        load_config(None, ["workflow.name=voting", "workflow.span=8"])
+    with pytest.raises(ConfigError, match="two hierarchies: set one"):
+        load_config(None, ["workflow.span=8", "workflow.manager_hires=2"])
 
 
 def test_team_size_bound_follows_the_evaluation_cap():

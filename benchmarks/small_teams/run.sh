@@ -10,8 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=.venv/bin/swarmrl
 GRID=(--team-sizes 1,2,4,8 --time-limits 4.5,5.5,8,12,16,20 --problems 24)
-WS=$(.venv/bin/python -c "from swarmrl.api import config_of; from swarmrl.policy.warmstart import warm_start; \
-print(warm_start(config_of('rlcr_arith'), log=lambda *a, **k: None))")
+WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
 DEMO=${DEMO:-runs/demo}
 $S train rlcr_arith rl.smaller_caps_fraction=0 run.checkpoint_every=0 run.samples_per_step=2 \
     run.progress=false --out runs/caps_off --overwrite

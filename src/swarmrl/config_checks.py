@@ -140,6 +140,11 @@ def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
         (w.manager_hires == 0 or w.name == "org",
          f"workflow.manager_hires={w.manager_hires} needs workflow.name=org (the only workflow that hires), "
          f"got {w.name!r}"),
+        (w.span >= 0, f"workflow.span must be >= 0 (0: flat), got {w.span}"),
+        (w.span == 0 or w.name in ("org", "single"),
+         f"workflow.span={w.span} needs workflow.name=org (the only workflow that hires), got {w.name!r}"),
+        (w.span == 0 or w.manager_hires == 0,
+         f"workflow.span={w.span} and workflow.manager_hires={w.manager_hires} are two hierarchies: set one"),
         (0.0 <= cfg.rl.smaller_caps_fraction <= 1.0,
          f"rl.smaller_caps_fraction must be in [0, 1], got {cfg.rl.smaller_caps_fraction}"),
         (cfg.rl.smaller_caps_kl_scale >= 0.0,

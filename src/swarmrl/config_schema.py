@@ -91,6 +91,13 @@ class WorkflowConfig:
     the whole team stays within the cap). 0 = only the CEO hires (RLCR). For teams larger than
     one hiring turn can staff on the clock (village to city: `benchmarks/scripted_ceilings.py
     --hierarchy`)."""
+    span: int = 0
+    """org: a two-level hierarchy's span of control. The CEO hires at most `span` experts, and the
+    i-th of them hires its near-equal share of the rest of the cap (first ones larger); their own
+    hires do not hire. Every agent's quota then stays at most `span` at any cap: a policy trained
+    under the cap of 8 reads the same numbers under a cap of 64 (span 8: quotas 8 and 7). The warm
+    start also shows such trees (every span below the team). 0 = flat (RLCR); excludes
+    `manager_hires`."""
     max_hires_per_rollout: int = 16
     """Most hires the CEO may make in one rollout, re-hires after a fire included: `max_experts`
     caps the experts active at once, this caps churn (fire and hire in a loop), which would

@@ -110,7 +110,10 @@ def test_experts_are_told_who_hired_them_and_whether_they_may_hire():
     r = rt.new_rollout(0, 0, p, NO_DEADLINE, 3)
     r.org.hire("ceo")
     r.org.hire("expert-1")
-    flat = OrgScenario(3).describe(r, "expert-1", "expert")
+    flat_rt = hier_runtime(k=4, cap=3, manager_hires=0)
+    r0 = flat_rt.new_rollout(0, 0, p, NO_DEADLINE, 3)
+    r0.org.hire("ceo")
+    flat = flat_rt.scenario.describe(r0, "expert-1", "expert")  # the rollout's org sets the rules told
     assert "hired by the CEO" in flat and "work the CEO gives you" in flat and "hire" not in flat.split("CEO", 1)[1]
     managed = rt.scenario.describe(r, "expert-2", "expert")
     assert "hired by expert-1" in managed and "work expert-1 gives you" in managed

@@ -10,7 +10,7 @@ OUT=benchmarks/small_teams/caps01
 for mode in greedy sampled; do  # the warm start's grids: the same warm start as max_chain2_p48
   [ -d $OUT/warm_start_$mode ] || cp -r benchmarks/small_teams/max_chain2_p48/warm_start_$mode $OUT/
 done
-WS=$(.venv/bin/python -c "from swarmrl.api import config_of; from swarmrl.policy.warmstart import warm_start; print(warm_start(config_of('rlcr_arith'), log=lambda *a, **k: None))")
+WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
 for s in ${SEEDS:-0 1 2}; do
   .venv/bin/swarmrl train rlcr_arith seed=$s rl.smaller_caps=0,1 run.progress=false --init "$WS" --out runs/caps01_s$s --overwrite > /dev/null
   RUN=runs/caps01_s$s NAME=rl_seed$s OUT=$OUT bash benchmarks/small_teams/max_chain2_p48/checks.sh

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 S=.venv/bin/swarmrl
 RUN=${RUN:-runs/demo}; NAME=${NAME:-trained}; OUT=${OUT:-benchmarks/small_teams/max_chain2_p48}
-WS=$(.venv/bin/python -c "from swarmrl.api import config_of; from swarmrl.policy.warmstart import warm_start; print(warm_start(config_of('$RUN/config.yaml'), log=lambda *a, **k: None))")
+WS=$(.venv/bin/python benchmarks/warm_start_path.py "$RUN/config.yaml")
 WS_SHA=$(.venv/bin/python -c "from pathlib import Path; from swarmrl.runs.manifest import weights_digest; print(weights_digest([Path('$WS')]))")
 G=(--team-sizes 1,2,4,8,9 --time-limits 4.5,5,5.5,6,6.5,7,7.5,8,9,10,12,14,16,18,20 --problems 48)
 for mode in greedy sampled; do

@@ -1,8 +1,9 @@
 """The org: a CEO who hires and fires experts (RLCR: "a CEO can hire and fire up to 8").
 
 The team size is a decision the policy learns, so the org only enforces the rules:
-only the CEO hires (unless `manager_hires` lets every expert hire that many of its own: a
-hierarchy, for teams larger than one hiring turn can staff) and only the CEO fires, at most
+only the CEO hires (unless `manager_hires` lets every expert hire that many of its own, or
+`span` makes a two-level tree: hierarchies, for teams larger than one hiring turn can staff)
+and only the CEO fires, at most
 `max_experts` experts are active at once, in the whole tree, at most
 `max_hires` hires in all (re-hires after a fire included: without it, a fire/hire loop
 makes a new agent, with its own context, every two actions), and names
@@ -29,6 +30,11 @@ class Org:
     roles: tuple[str, ...] = ("expert",)
     max_hires: int | None = None  # hires per rollout, re-hires included (None: no cap)
     manager_hires: int = 0  # hires each expert may make (0: only the CEO hires)
+    # A span of control (0: off): the CEO hires at most `span` experts itself, and the i-th of them
+    # hires its near-equal share of the rest of the cap (`quota`), so that every agent's quota stays
+    # at most `span` however large the cap: a tree trained under a small cap reads the same
+    # numbers under a large one. Their own hires do not hire.
+    span: int = 0
     # State below is not a constructor argument: an org always starts with the CEO alone.
     fired: set[str] = field(default_factory=set, init=False)
     hired_total: int = field(default=0, init=False)
@@ -41,19 +47,22 @@ class Org:
     def __post_init__(self) -> None:
         bad = [r for r in self.roles if not _ROLE_RE.fullmatch(r)]
         if (bad or self.max_experts < 0 or (self.max_hires is not None and self.max_hires < 0)
-                or self.manager_hires < 0):
+                or self.manager_hires < 0 or self.span < 0 or (self.span and self.manager_hires)):
             raise ValueError(f"bad org settings: roles {bad}, max_experts {self.max_experts}, "
-                             f"max_hires {self.max_hires}, manager_hires {self.manager_hires}")
+                             f"max_hires {self.max_hires}, manager_hires {self.manager_hires}, span {self.span}")
 
     def hire(self, by: str, role: str = "expert") -> tuple[str | None, str | None]:
         """(new name, None), or (None, error text)."""
         if by != self.ceo:
-            if not self.manager_hires:
+            if not (self.manager_hires or self.span):
                 return None, "error: only the CEO can hire"
             if not self.is_active(by):
                 return None, "error: only active teammates can hire"
-            if sum(b == by for b in self._boss.values()) >= self.manager_hires:
-                return None, f"error: you have made your {self.manager_hires} hires"
+        if by != self.ceo or self.span:
+            if not (quota := self.quota(by)):
+                return None, "error: you have no hires to make"
+            if sum(b == by for b in self._boss.values()) >= quota:
+                return None, f"error: you have made your {quota} hires"
         if role not in self.roles:
             return None, f'error: unknown role "{role[:24]}" (roles: {", ".join(self.roles)})'
         if self.max_hires is not None and self.hired_total >= self.max_hires:
@@ -78,6 +87,22 @@ class Org:
             return f"error: no active expert named {who[:40]}"
         self.fired.add(who)
         return None
+
+    def quota(self, name: str) -> int:
+        """Hires `name` may make in all: the cap for a flat org's CEO, `manager_hires` for every
+        expert under that hierarchy; under a span, min(cap, span) for the CEO and, for the CEO's
+        i-th hire, the i-th near-equal share of what is left of the cap (first ones larger:
+        cap 16, span 8 -> 8 hires of 1 each; cap 12 -> 1, 1, 1, 1, 0, 0, 0, 0), else 0."""
+        if not self.span:
+            return self.max_experts if name == self.ceo else self.manager_hires
+        top = min(self.max_experts, self.span)
+        if name == self.ceo:
+            return top
+        direct = [n for n, b in self._boss.items() if b == self.ceo]  # hire order
+        if name not in direct or direct.index(name) >= top:
+            return 0
+        base, extra = divmod(self.max_experts - top, top)
+        return base + (1 if direct.index(name) < extra else 0)
 
     def boss_of(self, name: str) -> str | None:
         """Who hired `name` (the CEO, or a manager under `manager_hires`); None for the CEO."""

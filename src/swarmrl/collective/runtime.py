@@ -82,19 +82,21 @@ class Runtime:
 
     # ---------------------------------------------------------------- setup
     def new_rollout(self, index: int, group: int, problem, time_limit: float, cap: int | None = None,
-                    scenario=None, prestaffed_experts: int = 0) -> Rollout:
+                    scenario=None, prestaffed_experts: int = 0, span: int | None = None) -> Rollout:
         """A rollout staffed by its scenario (default: the runtime's). `cap`: experts the org may
         hire, where the scenario lets the policy choose its team (the scenario's default if None);
-        `prestaffed_experts` of them hired at t = 0 (the scaling evaluation's fixed teams)."""
+        `prestaffed_experts` of them hired at t = 0 (the scaling evaluation's fixed teams);
+        `span`: this rollout's span of control (`Org.span`; the scenario's if None)."""
         scenario = scenario or self.scenario
         bus = MessageBus(latency_s=self.latency.message_latency_s,
                          max_message_chars=self.limits.max_message_chars,
                          max_messages_per_agent=self.limits.max_messages_per_agent)
         team_cap = scenario.team_cap(cap)
         # The hire budget caps churn; an evaluation cap above it (village to city) must stay reachable.
-        # getattr: a plugin scenario that does not subclass Scenario may lack `manager_hires`.
+        # getattr: a plugin scenario that does not subclass Scenario may lack `manager_hires` and `span`.
         org = Org(ceo="ceo", max_experts=team_cap, max_hires=max(self.limits.max_hires_per_rollout, team_cap),
-                  manager_hires=getattr(scenario, "manager_hires", 0))
+                  manager_hires=getattr(scenario, "manager_hires", 0),
+                  span=getattr(scenario, "span", 0) if span is None else span)
         r = Rollout(index=index, group=group, problem=problem, time_limit=time_limit,
                     agents={}, org=org, bus=bus, scenario=scenario)
         scenario.staff(self, r, prestaffed_experts)

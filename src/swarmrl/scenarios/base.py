@@ -47,6 +47,7 @@ class Scenario:
     groups: int = 1  # workflow.groups: agents in creation order take turns over the groups (make_scenario)
     hires: bool = False  # True when a role may hire at run time (team size is then a policy choice)
     manager_hires: int = 0  # hires each hired agent may make in turn (a hierarchy; 0: the CEO alone hires)
+    span: int = 0  # a two-level hierarchy's span of control (collective/org.py `Org.span`; 0: flat)
     demo_set: str = ""  # which scripted demonstrations the warm start uses ("" = none)
 
     @classmethod

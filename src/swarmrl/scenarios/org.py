@@ -30,13 +30,14 @@ class OrgScenario(Scenario):
     hires = True
     demo_set = "org"
 
-    def __init__(self, max_experts: int = 8, manager_hires: int = 0):
+    def __init__(self, max_experts: int = 8, manager_hires: int = 0, span: int = 0):
         self.max_experts = max_experts
         self.manager_hires = manager_hires  # > 0: every expert may hire this many (collective/org.py)
+        self.span = span  # > 0: the CEO hires up to this many, who share the rest of the cap (Org.quota)
 
     @classmethod
     def from_config(cls, cfg) -> "OrgScenario":
-        return cls(cfg.workflow.max_experts, cfg.workflow.manager_hires)
+        return cls(cfg.workflow.max_experts, cfg.workflow.manager_hires, cfg.workflow.span)
 
     def role_types(self) -> list[str]:
         return ["ceo", "expert"]
@@ -64,12 +65,13 @@ class OrgScenario(Scenario):
         cue, since the cap decides the first action (hire or work). A cap of 0 is the word
         `alone`: the tiny warm start never learned to tell the digit 0 from 8 (P(<take> first)
         0.145 at every cap, with the cap on this line or on the first), and it reads the word
-        (0.992 alone, 0.08 at max=8). Under a hierarchy an expert's quota reads like the CEO's."""
+        (0.992 alone, 0.08 at max=8). Under a hierarchy an expert's quota (`Org.quota`) reads like
+        the CEO's; an expert with none shows no line."""
+        cap = r.org.quota(name)
         if role == "ceo":
-            first, cap = "ceo", r.org.max_experts
+            first, last = "ceo", "alone\n" if cap == 0 else f"max={cap}\n"
         else:
-            first, cap = f"{name} boss={r.org.boss_of(name) or 'ceo'}", self.manager_hires
-        last = ("alone\n" if cap == 0 else f"max={cap}\n") if role == "ceo" or self.manager_hires else ""
+            first, last = f"{name} boss={r.org.boss_of(name) or 'ceo'}", f"max={cap}\n" if cap else ""
         return f"{first}\n{r.problem_text(name)}\n{last}"
 
     def describe(self, r, name: str, role: str) -> str:
@@ -79,11 +81,11 @@ class OrgScenario(Scenario):
             text = (f"You are {name}, an expert hired by {boss} of a team of AI agents that solves one problem "
                     f"together. Do the part of the work {boss} gives you, submit or share your results, and "
                     "stop when your part is done.")
-            if self.manager_hires:
-                text += (f" You may hire up to {self.manager_hires} experts of your own, who start with the "
+            if quota := r.org.quota(name):
+                text += (f" You may hire up to {quota} experts of your own, who start with the "
                          "problem and your brief, while the whole team stays within the CEO's cap.")
             return text
-        cap = r.org.max_experts
+        cap = r.org.quota(name)
         if cap == 0:
             return "You are the ceo, working alone on the problem: solve it and submit every answer yourself."
         return (f"You are the ceo of a team of AI agents that solves one problem together. You may hire up to "
@@ -94,7 +96,7 @@ class OrgScenario(Scenario):
     def actions(self, role: str) -> tuple[str, ...]:
         if role == "ceo":
             return CORE_ACTIONS + ORG_ACTIONS
-        return CORE_ACTIONS + ("hire",) if self.manager_hires else CORE_ACTIONS
+        return CORE_ACTIONS + ("hire",) if self.manager_hires or self.span else CORE_ACTIONS
 
     def handlers(self) -> dict:
         return {"hire": _hire, "fire": _fire, "create": _create}
@@ -109,30 +111,47 @@ class OrgScenario(Scenario):
         return per_strategy * (self.max_experts + 2)  # team sizes 1..max_experts + 1, and the `alone` block
 
     def demo_key(self) -> dict:
-        key = {"max_experts": self.max_experts}  # manager_hires only when set: flat configs share one warm start
-        return key | {"manager_hires": self.manager_hires} if self.manager_hires else key
+        key = {"max_experts": self.max_experts}  # hierarchies only when set: flat configs share one warm start
+        key |= {"manager_hires": self.manager_hires} if self.manager_hires else {}
+        return key | {"trees": True} if self.span else key  # the demos draw their own spans: any span, one set
 
     def demonstrations(self, runtime, scripts, tokenizer, end_id: int, n: int, seed: int):
         """Every team size 0..max_experts, plus a block of solo demos told `alone` (cap 0), so
         that the single agent is shown working alone often enough to learn the word (without the
         block only the ~5% of solo demos that draw cap 0 would show it). Team demos show their
-        cap too: demos with max=m never hire more than m."""
+        cap too: demos with max=m never hire more than m. Under a span (`workflow.span`), half the
+        board teams of 2 or more are trees instead (`tree_demo`)."""
         from swarmrl.seeds import rng_for
         rng = rng_for("demos", seed)
         problems = runtime.task.sample(rng, n)
         strategies, rollouts = {}, []
         n_cap0 = n // (self.max_experts + 2)
         for i, p in enumerate(problems):
+            span = 0  # flat: the CEO's quota is the cap
             if i < n_cap0:
                 strat, cap = scripts.solo_strategy(), 0
             else:
                 strat = scripts.team_strategy(rng, self.max_experts)
                 cap = int(rng.integers(strat.experts, self.max_experts + 1))
+                if self.span and strat.board and not strat.chain and strat.experts >= 2 and rng.random() < 0.5:
+                    strat, cap, span = tree_demo(strat, rng)
             strategies[i] = strat
-            rollouts.append(runtime.new_rollout(i, i, p, NO_DEADLINE, cap, scenario=self))
+            rollouts.append(runtime.new_rollout(i, i, p, NO_DEADLINE, cap, scenario=self, span=span))
         stats = {"team_sizes": dict(sorted(Counter(s.experts + 1 for s in strategies.values()).items())),
-                 "share_modes": dict(Counter(s.share for s in strategies.values() if s.experts))}
+                 "share_modes": dict(Counter(s.share for s in strategies.values() if s.experts)),
+                 "trees": sum(1 for s in strategies.values() if s.managers)}
         return rollouts, scripts.org_actor(tokenizer, end_id, strategies), stats
+
+
+def tree_demo(strat, rng):
+    """A board team of k experts as a two-level tree: a span s drawn from 1..k-1, the cap k, so the
+    CEO hires s managers from the board and the i-th hires its share of the other k - s
+    (`Org.quota`), every agent exactly its quota. Over the draws every quota up to k - 1 appears
+    at both levels, so a larger cap (a span of 8 and a cap of 64: quotas of 8 and 7) asks no
+    agent for a number it has not seen. Returns (strategy, cap, span)."""
+    from dataclasses import replace
+    span = int(rng.integers(1, strat.experts))
+    return replace(strat, managers=span), strat.experts, span
 
 
 class SingleScenario(OrgScenario):
@@ -155,8 +174,8 @@ class SingleScenario(OrgScenario):
         org's base model (the same cache entry), as RLCR's single-agent baseline and the workflow
         study's single cells do. Played under this scenario instead, every team demonstration
         would teach hires that are refused."""
-        return OrgScenario(self.max_experts, self.manager_hires).demonstrations(runtime, scripts, tokenizer, end_id,
-                                                                                n, seed)
+        flat_or_tree = OrgScenario(self.max_experts, self.manager_hires, self.span)
+        return flat_or_tree.demonstrations(runtime, scripts, tokenizer, end_id, n, seed)
 
 
 # ---------------------------------------------------------------------- the CEO's action handlers

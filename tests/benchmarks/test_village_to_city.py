@@ -1,0 +1,47 @@
+"""benchmarks/village_to_city_table.py on a hand-made result, and benchmarks/warm_start_path.py:
+the path alone on standard output, whatever the warm start's ranks print."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("v2c_table", ROOT / "benchmarks" / "village_to_city_table.py")
+v2c_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(v2c_table)
+
+
+def row(size: int, limit: float, work: float, team: float, by_experts: float) -> dict:
+    return {"team_size": size, "time_limit_s": limit, "useful_work": work, "team_size_mean": team,
+            "team_hired_by_experts_per_rollout": by_experts}
+
+
+def test_the_table_reads_the_team_at_the_longest_limit_and_items_at_each(tmp_path):
+    res = tmp_path / "trees.json"
+    res.write_text(json.dumps({"run": "runs/x", "overrides": ["workflow.span=8"], "items": 12, "problems": 2,
+                               "wall_s": 20.4, "peak_rss_mb": 700.0,
+                               "rows": [row(9, 8.0, 11.5, 9.0, 0.0), row(9, 4.0, 6.25, 5.5, 0.0),
+                                        row(65, 4.0, 5.0, 3.0, 0.0), row(65, 8.0, 10.0, 16.5, 7.5)]}))
+    lines = v2c_table.table(res)
+    assert lines[0].startswith("**trees** (`runs/x`, overrides ['workflow.span=8']; 2 problems of 12 items, wall 20 s")
+    assert lines[2] == "| team (cap + CEO) | team hired | by experts | items @ 4 s | items @ 8 s |"
+    assert lines[4:6] == ["| 9 | 9.0 | 0.0 | 6.25 | 11.50 |", "| 65 | 16.5 | 7.5 | 5.00 | 10.00 |"]
+    (tmp_path / "scripted.json").write_text(json.dumps({"levels": {}}))
+    assert v2c_table.table(tmp_path / "scripted.json") == []
+
+
+def test_warm_start_path_prints_the_path_alone_with_two_ranks(tmp_path):
+    env = dict(os.environ, SWARMRL_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "warm_start_path.py"), "tiny_test", "warmstart.processes=2"]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (path,) = done.stdout.splitlines()
+    assert Path(path).parent == tmp_path / "cache" and (Path(path) / "warmstart.json").exists()
+    assert "warm start batch" in done.stderr  # the ranks' progress, kept off standard output
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.stdout == done.stdout  # cached: the same directory
