@@ -87,6 +87,26 @@ def test_a_plugin_tasks_own_source_is_part_of_the_key(tmp_path):
     assert warmstart_key(cfg) != key
 
 
+def test_a_plugins_helper_modules_are_part_of_the_key(tmp_path, monkeypatch):
+    # The plugin file imports its scripts from a module beside it; a package plugin from its package.
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "v2c_helpers.py").write_text("RATE = 0.5\n")
+    plugin = tmp_path / "v2c_task.py"
+    plugin.write_text("import v2c_helpers\nfrom swarmrl.tasks.arith import ArithTask\n\nclass T(ArithTask):\n    pass\n")
+    pkg = tmp_path / "v2c_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "scripts.py").write_text("RATE = 0.5\n")
+    (pkg / "task.py").write_text("from v2c_pkg import scripts\nfrom swarmrl.tasks.arith import ArithTask\n\n"
+                                 "class T(ArithTask):\n    pass\n")
+    for spec, helper in ((f"{plugin}:T", tmp_path / "v2c_helpers.py"), ("v2c_pkg.task:T", pkg / "scripts.py")):
+        cfg = load_config("configs/tiny_test.yaml", [f"task.name={spec}"])
+        key = warmstart_key(cfg)
+        assert warmstart_key(cfg) == key  # stable
+        helper.write_text("RATE = 0.25\n")  # the helper's source changed, the plugin's did not
+        assert warmstart_key(cfg) != key, spec
+
+
 def test_a_warm_start_finished_first_by_another_process_is_kept(tmp_path):
     # Two runs started at once on an empty cache both train the warm start: each writes its own
     # temp directory, and the later one keeps the cache the earlier one wrote (a run may be

@@ -69,9 +69,45 @@ _SAMPLER_COMPUTE_ONLY = ("share_prompts", "batched_adapters")
 
 def _plugin_code(*classes: type) -> list[str]:
     """The source of the modules defining these classes where they are not among _DEMO_CODE
-    (a `module:Name` task or scenario): editing a plugin's scripts makes a new warm start."""
-    mods = {sys.modules[c.__module__] for c in classes} - set(_DEMO_CODE)
-    return [inspect.getsource(m) for m in sorted(mods, key=lambda m: m.__name__)]
+    (a `module:Name` task or scenario), and of the helpers they loaded: editing a plugin's scripts
+    makes a new warm start. Helpers are the loaded modules of the plugin's top-level package, or,
+    for a plugin file or top-level module, the loaded modules beside it (conservative: an edit to
+    any of them retrains)."""
+    mods = {}
+    for cls in classes:
+        home = sys.modules[cls.__module__]
+        if home in _DEMO_CODE:
+            continue
+        mods[home.__name__] = home
+        if not home.__name__.startswith("swarmrl."):  # swarmrl's own tasks: their module is enough
+            mods |= {m.__name__: m for m in _helpers(home)}
+    return [_source(mods[name]) for name in sorted(mods)]
+
+
+def _source(module) -> str:
+    try:
+        return inspect.getsource(module)
+    except OSError:  # an empty file (a package's bare __init__.py) has no lines to return
+        return ""
+
+
+def _helpers(home) -> list:
+    """Loaded Python-source modules of `home`'s top-level package, or (no package) beside its file,
+    unless that directory is an installed library's (site-packages)."""
+    top, file = home.__name__.partition(".")[0], getattr(home, "__file__", None)
+    here = Path(file).resolve().parent if file else None
+    if "." not in home.__name__ and (here is None or here.name in ("site-packages", "dist-packages")):
+        return []
+    packaged, found = "." in home.__name__, []
+    for name, mod in list(sys.modules.items()):
+        path = getattr(mod, "__file__", None)
+        if mod is None or mod is home or not path or not path.endswith(".py") or mod in _DEMO_CODE:
+            continue
+        if name == "__main__":  # the script that started this process, which another process is not
+            continue
+        if (name == top or name.startswith(top + ".")) if packaged else Path(path).resolve().parent == here:
+            found.append(mod)
+    return found
 
 
 def warmstart_key(cfg: Config) -> str:

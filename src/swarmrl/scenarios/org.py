@@ -9,6 +9,7 @@ team size 0..max_experts), so a single agent and a team start from one base mode
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from swarmrl.collective.actions import Action
 from swarmrl.collective.handlers import take
@@ -149,7 +150,6 @@ def tree_demo(strat, rng):
     (`Org.quota`), every agent exactly its quota. Over the draws every quota up to k - 1 appears
     at both levels, so a larger cap (a span of 8 and a cap of 64: quotas of 8 and 7) asks no
     agent for a number it has not seen. Returns (strategy, cap, span)."""
-    from dataclasses import replace
     span = int(rng.integers(1, strat.experts))
     return replace(strat, managers=span), strat.experts, span
 
