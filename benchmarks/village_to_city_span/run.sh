@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Village to city with a span of control (workflow.span): the warm start shows two-level trees,
-# RL trains at the demo's cap of 8 experts with a span of 4 (the CEO hires 4, each of them 1),
+# RL trains at the demo's cap of 8 experts with a span of 4 (the CEO hires 4, each of them 1; two
+# seeds) or 2 (the CEO hires 2, each of them 3),
 # and every run is evaluated at caps up to 64 with a span of 8 (quotas of 8 and 7), greedy, on
 # 24 held-out 12-item problems; the flat demo recipe's runs are evaluated at the same caps.
-# About 17 minutes on 2 cores from nothing cached: two warm starts and two RL runs (3.5 min each),
-# then 3.5 minutes of evaluations.
+# About 21 minutes on 2 cores from nothing cached: two warm starts and three RL runs (3.5 min each),
+# then 4 minutes of evaluations.
 # OUT=dir (default this directory); FLAT_RUNS="runs/demo runs/c2_s1" (flat RL runs to compare,
 # e.g. the demo's and benchmarks/small_teams/max_chain2_p48/seeds.sh's; missing ones are skipped).
 set -euo pipefail
@@ -16,10 +17,11 @@ WS_TREES=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith workflow.sp
 WS_FLAT=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
 .venv/bin/python benchmarks/village_to_city.py "$WS_TREES" --config rlcr_arith "${EVAL[@]}" --set workflow.span=8 --out "$OUT/warm_start_trees.json"
 .venv/bin/python benchmarks/village_to_city.py "$WS_FLAT" --config rlcr_arith "${EVAL[@]}" --out "$OUT/warm_start_flat.json"
-for s in 0 1; do
-  [ -d runs/span4_s$s/final ] || .venv/bin/swarmrl train rlcr_arith workflow.span=4 seed=$s run.progress=false \
-    --init "$WS_TREES" --out runs/span4_s$s --overwrite > /dev/null
-  .venv/bin/python benchmarks/village_to_city.py runs/span4_s$s "${EVAL[@]}" --set workflow.span=8 --out "$OUT/rl_span4_seed$s.json"
+for span_seed in 4:0 4:1 2:0; do  # RL's span (at the cap of 8: 4 managers of 1, or 2 of 3) and seed
+  span=${span_seed%:*}; s=${span_seed#*:}; run=runs/span${span}_s$s
+  [ -d $run/final ] || .venv/bin/swarmrl train rlcr_arith workflow.span=$span seed=$s run.progress=false \
+    --init "$WS_TREES" --out $run --overwrite > /dev/null
+  .venv/bin/python benchmarks/village_to_city.py $run "${EVAL[@]}" --set workflow.span=8 --out "$OUT/rl_span${span}_seed$s.json"
 done
 for run in $FLAT_RUNS; do
   if [ -d "$run/final" ]; then
