@@ -50,6 +50,7 @@ def check_plugins(cfg: Config) -> None:
     # by the fraction alone.
     if cfg.rl.smaller_caps_fraction:
         smaller_caps(cfg)
+    step_spans(cfg, 0)
     frozen_roles(cfg)
     check_groups(cfg, scenario)
     get_advantage(cfg.rl.advantage)
@@ -161,14 +162,32 @@ def rollout_parts(cfg: Config, policy: Policy) -> tuple[Runtime, PolicySet]:
 
 
 def new_rollouts(runtime: Runtime, problems, per_problem: int, time_limit: float | list[float],
-                 caps: list[int] | None = None) -> list[Rollout]:
+                 caps: list[int] | None = None, spans: list[int] | None = None) -> list[Rollout]:
     """`per_problem` rollouts of each problem (one group each) under the runtime's scenario;
     `time_limit`: one deadline for all, or one per problem; `caps`: the expert cap per problem
-    (default: the scenario's)."""
+    (default: the scenario's); `spans`: the span of control per problem (default: the scenario's)."""
     caps = caps or [None] * len(problems)
+    spans = spans or [None] * len(problems)
     limits = time_limit if isinstance(time_limit, list) else [time_limit] * len(problems)
-    return [runtime.new_rollout(g * per_problem + j, g, p, limits[g], caps[g])
+    return [runtime.new_rollout(g * per_problem + j, g, p, limits[g], caps[g], span=spans[g])
             for g, p in enumerate(problems) for j in range(per_problem)]
+
+
+def step_spans(cfg: Config, step: int) -> list[int] | None:
+    """Each problem's span of control at `step`, drawn from `rl.spans` (a function of (seed, step)
+    alone, like the problems); None when `rl.spans` is empty: every problem takes `workflow.span`."""
+    text = cfg.rl.spans.strip()
+    if not text:
+        return None
+    try:
+        spans = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"rl.spans must be comma-separated integers, got {text!r}") from None
+    if not cfg.workflow.span or any(s < 1 for s in spans):
+        raise ConfigError(f"rl.spans={text!r} needs workflow.span > 0 (got {cfg.workflow.span}) and spans >= 1 "
+                          "(0 would be flat: a span at or above the cap is flat already)")
+    picks = rng_for("spans", cfg.seed, step).integers(0, len(spans), size=cfg.rl.problems_per_step)
+    return [spans[int(i)] for i in picks]
 
 
 def step_caps(cfg: Config, step: int) -> list[int]:

@@ -88,6 +88,11 @@ class RLConfig:
     """Comma-separated caps the smaller-cap groups draw from, uniformly (e.g. `0,1,3`: teams of
     1, 2 and 4); empty = every cap 0..max_experts-1. Fewer values give each more groups. Inert
     while `smaller_caps_fraction` is 0."""
+    spans: str = ""
+    """Comma-separated spans of control each problem of a step draws from, uniformly, under a span
+    (`workflow.span` > 0; e.g. `1,2,3,4,8`: at the cap of 8, trees of 1 manager of 7, 2 of 3, 3
+    of 2-2-1, 4 of 1, and flat), so RL rehearses every quota the warm start shows rather than one
+    per level. Empty = `workflow.span` for every problem."""
     smaller_caps_kl_scale: float = 1.0
     """The KL term's coefficient on the sequences of smaller-cap groups is `kl_coef` times this:
     above 1, the small teams stay closer to the initial policy than the full team, which may

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from swarmrl.build import RunParts, build_run, cap_time_limits, new_rollouts, step_caps
+from swarmrl.build import RunParts, build_run, cap_time_limits, new_rollouts, step_caps, step_spans
 from swarmrl.collective.state import Rollout
 from swarmrl.config import Config
 from swarmrl.diagnostics.collective import collective_metrics, team_size_histogram, token_counter
@@ -167,7 +167,8 @@ class Trainer:
         if caps is not None:  # smaller teams may get more time (rl.smaller_caps_time_exponent)
             curriculum = time_limit_at(cfg.time_limit, step)
             limits = [deadline_s(cfg.shaping, t) for t in cap_time_limits(cfg, caps, curriculum)]
-        return (new_rollouts(self.runtime, problems, cfg.rl.rollouts_per_problem, limits, caps),
+        spans = step_spans(cfg, step)  # None unless rl.spans: no draw, the runs before it unchanged
+        return (new_rollouts(self.runtime, problems, cfg.rl.rollouts_per_problem, limits, caps, spans),
                 seed_for("step_sampling", cfg.seed, step))
 
     def close(self) -> None:
