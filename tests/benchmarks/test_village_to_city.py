@@ -35,6 +35,19 @@ def test_the_table_reads_the_team_at_the_longest_limit_and_items_at_each(tmp_pat
     assert v2c_table.table(tmp_path / "scripted.json") == []
 
 
+def test_the_plot_draws_the_files_of_one_problem_size(tmp_path):
+    import pytest
+    for name, items in (("a", 12), ("b", 12), ("big", 24)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({
+            "run": name, "items": items, "problems": 1, "wall_s": 1.0, "peak_rss_mb": 1.0,
+            "rows": [row(9, 4.5, 6.0, 9.0, 0.0), row(17, 4.5, 7.0, 15.0, 6.0)]}))
+    paths = [tmp_path / f"{n}.json" for n in ("a", "b", "big")]
+    v2c_table.plot(paths, tmp_path / "v2c.png", limit=4.5)
+    assert (tmp_path / "v2c.png").stat().st_size > 10_000
+    with pytest.raises(SystemExit, match="no result has a row at 8 s"):
+        v2c_table.plot(paths, tmp_path / "none.png", limit=8.0)
+
+
 def test_warm_start_path_prints_the_path_alone_with_two_ranks(tmp_path):
     env = dict(os.environ, SWARMRL_CACHE_DIR=str(tmp_path / "cache"))
     cmd = [sys.executable, str(ROOT / "benchmarks" / "warm_start_path.py"), "tiny_test", "warmstart.processes=2"]
