@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Village to city with a span of control (workflow.span): the warm start shows two-level trees,
 # RL trains at the demo's cap of 8 experts with a span of 4 (the CEO hires 4, each of them 1; two
-# seeds), of 2 (the CEO hires 2, each of them 3), or one drawn per problem (rl.spans), and every
-# run is evaluated at caps up to 64 with a span of 8 (quotas of 8 and 7), greedy, on 24 held-out
-# 12-item problems; the flat demo recipe's runs are evaluated at the same caps.
-# About 25 minutes on 2 cores from nothing cached: two warm starts and four RL runs (3.5 min each),
-# then 5 minutes of evaluations.
+# seeds), of 2 (the CEO hires 2, each of them 3), or one drawn per problem (rl.spans; two seeds),
+# and every run is evaluated at caps up to 64 with a span of 8 (quotas of 8 and 7), greedy, on
+# 24 held-out 12-item problems; the flat demo recipe's runs are evaluated at the same caps.
+# About 30 minutes on 2 cores from nothing cached: two warm starts and five RL runs (3.5 min each),
+# then 6 minutes of evaluations.
 # OUT=dir (default this directory); FLAT_RUNS="runs/demo runs/c2_s1" (flat RL runs to compare,
 # e.g. the demo's and benchmarks/small_teams/max_chain2_p48/seeds.sh's; missing ones are skipped).
 set -euo pipefail
@@ -19,7 +19,7 @@ WS_FLAT=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
 .venv/bin/python benchmarks/village_to_city.py "$WS_FLAT" --config rlcr_arith "${EVAL[@]}" --out "$OUT/warm_start_flat.json"
 # RL's span at the cap of 8: 4 (4 managers of 1; two seeds), 2 (2 of 3), or drawn per problem.
 RUNS=("span4_s0|workflow.span=4 seed=0" "span4_s1|workflow.span=4 seed=1" "span2_s0|workflow.span=2 seed=0"
-      "spans_s0|workflow.span=8 rl.spans=1,2,3,4,8 seed=0")
+      "spans_s0|workflow.span=8 rl.spans=1,2,3,4,8 seed=0" "spans_s1|workflow.span=8 rl.spans=1,2,3,4,8 seed=1")
 for entry in "${RUNS[@]}"; do
   name=${entry%%|*}; overrides=${entry#*|}
   # shellcheck disable=SC2086  # the overrides are words
