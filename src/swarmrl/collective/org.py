@@ -3,9 +3,8 @@
 The team size is a decision the policy learns, so the org only enforces the rules:
 only the CEO hires (unless `manager_hires` lets every expert hire that many of its own, or
 `span` makes a two-level tree: hierarchies, for teams larger than one hiring turn can staff)
-and only the CEO fires, at most
-`max_experts` experts are active at once, in the whole tree, at most
-`max_hires` hires in all (re-hires after a fire included: without it, a fire/hire loop
+and only the CEO fires, at most `max_experts` experts are active at once, in the whole tree,
+at most `max_hires` hires in all (re-hires after a fire included: without it, a fire/hire loop
 makes a new agent, with its own context, every two actions), and names
 are never reused (a fired expert-2 stays fired, and the next hire is expert-3, so
 messages and logs can never be confused between the two).
@@ -99,10 +98,11 @@ class Org:
         if name == self.ceo:
             return top
         direct = [n for n, b in self._boss.items() if b == self.ceo]  # hire order
-        if name not in direct or direct.index(name) >= top:
+        i = direct.index(name) if name in direct else top  # not the CEO's hire: no quota
+        if i >= top:
             return 0
         base, extra = divmod(self.max_experts - top, top)
-        return base + (1 if direct.index(name) < extra else 0)
+        return base + (1 if i < extra else 0)
 
     def boss_of(self, name: str) -> str | None:
         """Who hired `name` (the CEO, or a manager under `manager_hires`); None for the CEO."""

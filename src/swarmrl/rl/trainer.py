@@ -167,7 +167,7 @@ class Trainer:
         if caps is not None:  # smaller teams may get more time (rl.smaller_caps_time_exponent)
             curriculum = time_limit_at(cfg.time_limit, step)
             limits = [deadline_s(cfg.shaping, t) for t in cap_time_limits(cfg, caps, curriculum)]
-        spans = step_spans(cfg, step)  # None unless rl.spans: no draw, the runs before it unchanged
+        spans = step_spans(cfg, step)  # None unless rl.spans: no draw, so other configs' streams stay as they are
         return (new_rollouts(self.runtime, problems, cfg.rl.rollouts_per_problem, limits, caps, spans),
                 seed_for("step_sampling", cfg.seed, step))
 
