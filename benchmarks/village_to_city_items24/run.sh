@@ -10,17 +10,18 @@
 # items); and the flat demo recipe (evaluated flat). Greedy, 24 held-out problems.
 # About an hour on 2 cores from nothing cached: three warm starts (8 min each), three RL runs
 # (7 min each), then the evaluations (1-4 min each); a run or evaluation already there is kept.
-# OUT=dir (default this directory); SEEDS="0" (RL seeds).
+# OUT=dir (default this directory); SEEDS="0" (RL seeds); ARMS="span4 flat span4_board" (recipes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-benchmarks/village_to_city_items24}
 SEEDS=${SEEDS:-0}
+ARMS=${ARMS:-"span4 flat span4_board"}
 ITEMS=task.items_per_problem=24
 EVAL=(--items 24 --problems 24 --greedy --team-sizes 1,9,13,17,25,33 --time-limits 4.5,5.5,6.5,8,12)
 .venv/bin/python benchmarks/scripted_ceilings.py --hierarchy 9,13,17,25,33 --items 24 --problems 24 \
   --limits 4.5,5.5,6.5,8,12 --json "$OUT/scripted_items24.json" > "$OUT/scripted_items24.txt"
 # Each arm: its warm start (evaluated too), then RL at the cap of 8 and the evaluation past it.
-for arm in span4 flat span4_board; do
+for arm in $ARMS; do
   case $arm in
     span4) ws=(workflow.span=8); train=(workflow.span=4); evalset=(--set workflow.span=8); name=trees;;
     flat) ws=(); train=(); evalset=(); name=flat;;
