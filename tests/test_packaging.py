@@ -64,8 +64,10 @@ def _linked_dependencies(into: Path) -> Path:
     """This interpreter's installed packages, one link each, without swarmrl (its editable
     install's .pth and finder included), so a venv can reach them but not the repository."""
     into.mkdir()
-    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not entry.name.startswith(("swarmrl", "__editable__")) and entry.suffix != ".pth":
+    sites = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}  # lib64 on some systems
+    for entry in (e for site in sorted(sites) for e in site.iterdir()):
+        keep = not entry.name.startswith(("swarmrl", "__editable__")) and entry.suffix != ".pth"
+        if keep and not (into / entry.name).exists():
             (into / entry.name).symlink_to(entry)
     return into
 
