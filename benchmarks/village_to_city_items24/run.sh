@@ -10,7 +10,8 @@
 # items); and the flat demo recipe (evaluated flat). Greedy, 24 held-out problems.
 # About an hour on 2 cores from nothing cached: three warm starts (8 min each), three RL runs
 # (7 min each), then the evaluations (1-4 min each); a run or evaluation already there is kept.
-# OUT=dir (default this directory); SEEDS="0" (RL seeds); ARMS="span4 flat span4_board" (recipes).
+# OUT=dir (default this directory); SEEDS="0" (RL seeds); ARMS="span4 flat span4_board" (recipes;
+# span4_board_spans too, on request).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-benchmarks/village_to_city_items24}
@@ -29,6 +30,11 @@ for arm in $ARMS; do
     # without the arithmetic (README: the demo's warm start, learned late and not on every seed).
     span4_board) ws=(workflow.span=8 task.board_demo_rate=1 warmstart.epochs=2 warmstart.batch_sequences=4)
       train=(workflow.span=4 task.board_demo_rate=1)
+      evalset=(--set workflow.span=8); name=trees_board;;
+    # The same warm start; RL draws each problem's span from 1, 2 and 4 (rl.spans), so managers
+    # rehearse quotas of 7, 3 and 1 rather than 1 alone.
+    span4_board_spans) ws=(workflow.span=8 task.board_demo_rate=1 warmstart.epochs=2 warmstart.batch_sequences=4)
+      train=(workflow.span=4 task.board_demo_rate=1 rl.spans=1,2,4)
       evalset=(--set workflow.span=8); name=trees_board;;
   esac
   init=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith $ITEMS "${ws[@]}")
