@@ -38,10 +38,11 @@ def plot(paths: list[Path], out: Path, limit: float) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (hired, solved) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (hired, solved) = plt.subplots(1, 2, figsize=(13, 4.2))
+    colors = plt.get_cmap("tab20").colors  # enough for a dozen results without a repeat
     plotted: set[int] = set()
     items = None  # the first plotted file's problem size: the others must match it
-    for path in paths:
+    for i, path in enumerate(paths):
         data = json.loads(path.read_text())
         rows = [r for r in data.get("rows", []) if r["team_size"] > 1]
         if not rows or data["items"] != (items := items or data["items"]):
@@ -53,8 +54,11 @@ def plot(paths: list[Path], out: Path, limit: float) -> None:
         if len(at) < len(sizes):
             continue
         plotted |= set(sizes)
-        hired.plot(sizes, [last[k]["team_size_mean"] for k in sizes], marker="o", label=path.stem)
-        solved.plot(sizes, [at[k]["useful_work"] for k in sizes], marker="o", label=path.stem)
+        # warm starts dashed, so a run and the prior it came from read apart
+        style = dict(marker="o", label=path.stem, color=colors[i % len(colors)],
+                     linestyle="--" if path.stem.startswith("warm_start") else "-")
+        hired.plot(sizes, [last[k]["team_size_mean"] for k in sizes], **style)
+        solved.plot(sizes, [at[k]["useful_work"] for k in sizes], **style)
     if not plotted:
         raise SystemExit(f"nothing to plot: no result has a row at {limit:g} s")
     ends = [min(plotted), max(plotted)]
@@ -67,7 +71,7 @@ def plot(paths: list[Path], out: Path, limit: float) -> None:
         ax.set_title(title)
         ax.axvline(9, color="grey", linewidth=0.8)
         ax.grid(alpha=0.3)
-    solved.legend(fontsize=7, loc="lower left")
+    solved.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 

@@ -11,12 +11,15 @@
 # About an hour on 2 cores from nothing cached: three warm starts (8 min each), three RL runs
 # (7 min each), then the evaluations (1-4 min each); a run or evaluation already there is kept.
 # OUT=dir (default this directory); SEEDS="0" (RL seeds); ARMS="span4 flat span4_board" (recipes;
-# span4_board_spans too, on request).
+# span4_board_spans too, on request); WS_SEED=S warm-starts with warmstart.seed=S (its files and
+# runs are named with _wsS).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-benchmarks/village_to_city_items24}
 SEEDS=${SEEDS:-0}
 ARMS=${ARMS:-"span4 flat span4_board"}
+WS_SEED=${WS_SEED:-}
+TAG=${WS_SEED:+_ws$WS_SEED}
 ITEMS=task.items_per_problem=24
 EVAL=(--items 24 --problems 24 --greedy --team-sizes 1,9,13,17,25,33 --time-limits 4.5,5.5,6.5,8,12)
 .venv/bin/python benchmarks/scripted_ceilings.py --hierarchy 9,13,17,25,33 --items 24 --problems 24 \
@@ -37,19 +40,20 @@ for arm in $ARMS; do
       train=(workflow.span=4 task.board_demo_rate=1 rl.spans=1,2,4)
       evalset=(--set workflow.span=8); name=trees_board;;
   esac
+  [ -n "$WS_SEED" ] && ws+=(warmstart.seed=$WS_SEED)
   init=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith $ITEMS "${ws[@]}")
-  [ -f "$OUT/warm_start_$name.json" ] || .venv/bin/python benchmarks/village_to_city.py "$init" --config rlcr_arith \
-    "${EVAL[@]}" "${evalset[@]}" --out "$OUT/warm_start_$name.json"
+  [ -f "$OUT/warm_start_$name$TAG.json" ] || .venv/bin/python benchmarks/village_to_city.py "$init" --config rlcr_arith \
+    "${EVAL[@]}" "${evalset[@]}" --out "$OUT/warm_start_$name$TAG.json"
   for seed in $SEEDS; do
-    run=runs/items24_${arm}_s$seed
+    run=runs/items24_${arm}${TAG}_s$seed
     [ -d $run/final ] || .venv/bin/swarmrl train rlcr_arith $ITEMS "${train[@]}" seed=$seed run.progress=false \
       --init "$init" --out $run --overwrite > /dev/null
-    [ -f "$OUT/rl_${arm}_s$seed.json" ] || .venv/bin/python benchmarks/village_to_city.py $run "${EVAL[@]}" \
-      "${evalset[@]}" --out "$OUT/rl_${arm}_s$seed.json"
+    [ -f "$OUT/rl_${arm}${TAG}_s$seed.json" ] || .venv/bin/python benchmarks/village_to_city.py $run "${EVAL[@]}" \
+      "${evalset[@]}" --out "$OUT/rl_${arm}${TAG}_s$seed.json"
     # The span runs again at the cap of 8 in the tree they trained in (a span of 4), to compare with.
-    if [ "$name" != flat ] && [ ! -f "$OUT/at_cap_${arm}_s$seed.json" ]; then
+    if [ "$name" != flat ] && [ ! -f "$OUT/at_cap_${arm}${TAG}_s$seed.json" ]; then
       .venv/bin/python benchmarks/village_to_city.py $run "${EVAL[@]/1,9,13,17,25,33/9}" --set workflow.span=4 \
-        --out "$OUT/at_cap_${arm}_s$seed.json"
+        --out "$OUT/at_cap_${arm}${TAG}_s$seed.json"
     fi
   done
 done
