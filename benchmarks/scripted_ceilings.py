@@ -54,10 +54,13 @@ def all_strategies(max_experts: int) -> list[Strategy]:
 
 def hierarchy_strategies(team: int) -> list[Strategy]:
     """The flat board team of `team` agents and its hierarchies with 2, 4 and 8 managers (and
-    the square root of the team, rounded), the CEO working in each."""
+    the square root of the team, rounded), the CEO working in each; each twice: posting every
+    result and waiting for the posts an item needs (`wait`), and re-solving a needed item instead
+    (`recompute`: what the trained 24-item teams do, posting nothing)."""
     k = team - 1
     ms = sorted({m for m in (2, 4, 8, round(team ** 0.5)) if 1 < m < k})
-    return [Strategy(k, board=True, ceo_works=True)] + [Strategy(k, board=True, ceo_works=True, managers=m) for m in ms]
+    return [Strategy(k, share=share, board=True, ceo_works=True, managers=m)
+            for share in ("wait", "recompute") for m in (0, *ms)]
 
 
 def run_strategies(cfg, strategies: list[Strategy], problems: int, horizon: float,
@@ -85,6 +88,12 @@ def run_table(cfg, strategies: list[Strategy], problems: int, limits: list[float
     return {name: {L: snapshot_metrics([at_limit(r, L) for r in mine]) for L in limits} for name, mine in runs.items()}
 
 
+def short_label(name: str) -> str:
+    """A hierarchy strategy's label as the table prints it: `t16/managers8`, `t16/recompute`."""
+    return (name.replace("team", "t").replace("/board/wait/ceo-works", "")
+            .replace("/board/recompute/ceo-works", "/recompute"))
+
+
 def hierarchy(args, overrides: list[str], limits: list[float]) -> None:
     """The `--hierarchy` table: flat and managed teams of each size past the training cap."""
     teams = [int(x) for x in args.hierarchy.split(",")]
@@ -98,8 +107,7 @@ def hierarchy(args, overrides: list[str], limits: list[float]) -> None:
         strategies = [Strategy(0, share="recompute")] + hierarchy_strategies(team)
         out[team] = run_table(cfg, strategies, args.problems, limits)
         for L in limits:
-            row = "  ".join(f"{name.replace('team', 't').replace('/board/wait/ceo-works', '')} "
-                            f"{m[L]['useful_work']:5.2f}" for name, m in out[team].items())
+            row = "  ".join(f"{short_label(name)} {m[L]['useful_work']:5.2f}" for name, m in out[team].items())
             print(f"team {team:>3}, {L:>5g} s (items of {args.items}): {row}")
     if args.json:
         Path(args.json).write_text(json.dumps({str(t): {n: {str(L): m for L, m in v.items()} for n, v in tab.items()}

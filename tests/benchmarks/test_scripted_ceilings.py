@@ -56,3 +56,19 @@ def test_best_rule_by_hand():
     assert ceilings.best_rule(T, is_chain, depth) == (6.0, 2, 1, 2)
     T[2, 2] = 12.0  # chain-aware is slow everywhere: plain 1 on every problem (d past the deepest)
     assert ceilings.best_rule(T, is_chain, depth) == (8.0, 5, 1, 2)
+
+
+def test_hierarchy_table_has_posting_and_recomputing_teams(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "hier.json"
+    monkeypatch.setattr(sys, "argv", ["scripted_ceilings.py", "--hierarchy", "5", "--items", "6", "--problems", "2",
+                                      "--limits", "4,8,16", "--json", str(out), "workflow.max_experts=4"])
+    ceilings.main()
+    got = json.loads(out.read_text())["5"]
+    # a team of 5: the CEO and 4 experts, flat or under 2 managers, posting or recomputing
+    assert set(got) == {"solo", "team4/board/wait/ceo-works", "team4/board/wait/ceo-works/managers2",
+                        "team4/board/recompute/ceo-works", "team4/board/recompute/ceo-works/managers2"}
+    for name, by_limit in got.items():
+        solved = [by_limit[L]["useful_work"] for L in ("4.0", "8.0", "16.0")]
+        assert solved == sorted(solved) and solved[-1] <= 6, name  # items only accumulate, at most 6
+    assert got["team4/board/recompute/ceo-works"]["16.0"]["messages_per_rollout"] == 0  # recomputing teams never post
+    assert "t4/recompute/managers2" in capsys.readouterr().out
