@@ -32,14 +32,13 @@ for arm in $ARMS; do
     flat) ws=(); train=(); evalset=(); name=flat;;
     # Its warm start in 2 passes of batches of 4: the default 3 passes of 8 ended at loss 0.55 here,
     # without the arithmetic (README: the demo's warm start, learned late and not on every seed).
-    span4_board) ws=(workflow.span=8 task.board_demo_rate=1 warmstart.epochs=2 warmstart.batch_sequences=4)
+    # span4_board_spans: the same warm start; RL draws each problem's span from 1, 2 and 4
+    # (rl.spans), so managers rehearse quotas of 7, 3 and 1 rather than 1 alone.
+    span4_board|span4_board_spans) ws=(workflow.span=8 task.board_demo_rate=1 warmstart.epochs=2 warmstart.batch_sequences=4)
       train=(workflow.span=4 task.board_demo_rate=1)
+      [ "$arm" = span4_board_spans ] && train+=(rl.spans=1,2,4)
       evalset=(--set workflow.span=8); name=trees_board;;
-    # The same warm start; RL draws each problem's span from 1, 2 and 4 (rl.spans), so managers
-    # rehearse quotas of 7, 3 and 1 rather than 1 alone.
-    span4_board_spans) ws=(workflow.span=8 task.board_demo_rate=1 warmstart.epochs=2 warmstart.batch_sequences=4)
-      train=(workflow.span=4 task.board_demo_rate=1 rl.spans=1,2,4)
-      evalset=(--set workflow.span=8); name=trees_board;;
+    *) echo "unknown arm $arm (span4, flat, span4_board, span4_board_spans)" >&2; exit 2;;
   esac
   [ -n "$WS_SEED" ] && ws+=(warmstart.seed=$WS_SEED)
   init=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith $ITEMS "${ws[@]}")
