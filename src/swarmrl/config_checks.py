@@ -68,6 +68,8 @@ _LOWER_BOUNDS: list[tuple[str, float, bool, str]] = [
     ("rl.role_grad_interval", 0, False, "0 = never"),
     ("warmstart.demos_per_strategy", 1, False, ""),
     ("warmstart.epochs", 1, False, ""),
+    ("warmstart.learned_loss", 0, False, ""),
+    ("warmstart.extra_epochs", 0, False, ""),
     ("warmstart.lr", 0, True, ""),
     ("warmstart.batch_sequences", 1, False, ""),
     ("warmstart.length_group_batches", 0, False, ""),

@@ -201,6 +201,15 @@ class WarmStartConfig:
     """Scripted demonstration rollouts per strategy (every strategy in comparable amounts)."""
     epochs: int = 3
     """Passes over the demonstrations."""
+    learned_loss: float = 0.0
+    """Loss (cross-entropy in nats per target token, the mean of the last 10 batches) at or below
+    which the warm start counts as learned. Where the `epochs` passes end above it, up to
+    `extra_epochs` more passes run, one at a time, each warming the learning rate up again and
+    decaying it over that pass; a warm start still above it ends with a warning, and
+    warmstart.json records `learned: false`. 0 = no check. Why: the tiny model learns the
+    arithmetic suddenly, after a plateau near 0.3, and on some seeds later than the schedule."""
+    extra_epochs: int = 0
+    """The most passes `learned_loss` may add."""
     lr: float = 2e-3
     """AdamW learning rate for supervised warm start."""
     batch_sequences: int = 32

@@ -10,8 +10,8 @@ import torch
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.policy.warmstart import (demonstrations, epoch_batches, micro_loss, micro_owners, ranked_backward,
-                                     warm_start, warmstart_key)
+from swarmrl.policy.warmstart import (demonstrations, epoch_batches, learned, lr_factor, micro_loss, micro_owners,
+                                     ranked_backward, supervised, warm_start, warmstart_key)
 from swarmrl.rl.batch import TrainSeq
 
 
@@ -196,3 +196,45 @@ def test_ranked_backward_adds_the_gradients_as_one_process_accumulates_them():
     assert ranked_backward(model, micros, policy.pad_id, 30, _OneRank()) == total
     for n, p in model.named_parameters():
         assert torch.equal(p.grad, expected[n]), n
+
+
+def test_the_learning_rate_warms_up_decays_and_restarts_for_each_added_pass():
+    # 2 scheduled passes of 50 batches: warm-up over 20, one cosine over 100; an added pass
+    # warms up again and decays over its own 50 (hand: 0.5 * (1 + cos(pi * k / n))).
+    assert lr_factor(0, 100, 50) == pytest.approx(1 / 20)
+    assert lr_factor(19, 100, 50) == pytest.approx(0.5 * (1 + np.cos(np.pi * 0.19)))
+    assert lr_factor(50, 100, 50) == pytest.approx(0.5)
+    assert lr_factor(99, 100, 50) == pytest.approx(0.5 * (1 + np.cos(np.pi * 0.99)))
+    assert lr_factor(100, 100, 50) == pytest.approx(1 / 20)  # the first batch of an added pass
+    assert lr_factor(125, 100, 50) == pytest.approx(0.5 * (1 + np.cos(np.pi * 0.5)))
+    assert lr_factor(150, 100, 50) == pytest.approx(1 / 20)  # and of the next one
+
+
+def test_learned_reads_the_mean_of_the_last_ten_losses():
+    assert learned([5.0] * 3, 0.0)  # no threshold: always learned
+    assert not learned([], 0.1)
+    assert learned([9.0] + [0.1] * 10, 0.1)  # only the last 10 count
+    assert not learned([0.0] * 9 + [0.3] * 4, 0.1)  # (6 * 0 + 4 * 0.3) / 10 = 0.12
+
+
+def _run_supervised(seqs, epochs, **kw):
+    policy = build_tiny_policy(load_config("configs/tiny_test.yaml").model, seed=0)
+    said = []
+    losses = supervised(policy, seqs, epochs, 1e-3, 2, 4096, 0, log=said.append, **kw)
+    return policy, losses, said
+
+
+def test_passes_are_added_only_while_the_loss_stays_above_learned_loss():
+    seqs = [_seq(n) for n in (6, 8, 9, 7, 10)]  # 3 batches of 2 a pass
+    base, losses, _ = _run_supervised(seqs, 1)
+    assert len(losses) == 3
+    # a threshold every loss meets: the scheduled pass alone, the same weights bit for bit
+    same, again, said = _run_supervised(seqs, 1, learned_loss=1e9, extra_epochs=2)
+    assert again == losses and not any("one more pass" in line for line in said)
+    for p, q in zip(base.model.parameters(), same.model.parameters()):
+        assert torch.equal(p, q)
+    # one no loss meets: both added passes run, each announced, and the model trains on
+    _, longer, said = _run_supervised(seqs, 1, learned_loss=1e-9, extra_epochs=2)
+    assert len(longer) == 9 and longer[:3] == losses
+    assert sum("one more pass" in line for line in said) == 2
+    assert any("batch 9/9 (epoch 3)" in line for line in said)

@@ -126,7 +126,8 @@ def warmstart_key(cfg: Config) -> str:
         # the micro-batches' split sets the order in which their gradients add up: the weights' last bits
         "micro_batches": [cfg.rl.micro_batch_tokens, cfg.rl.max_pad_fraction],
         "code": [inspect.getsource(m) for m in _DEMO_CODE]
-        + [inspect.getsource(f) for f in (demonstrations, epoch_batches, supervised, micro_loss)]
+        + [inspect.getsource(f) for f in (demonstrations, epoch_batches, lr_factor, learned, supervised,
+                                          train_batch, micro_loss)]
         + _plugin_code(TASKS.get(cfg.task.name), type(scenario)),
         "version": 3,
     }
@@ -175,47 +176,79 @@ def epoch_batches(lengths: list[int], batch_sequences: int, group_batches: int,
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
+def lr_factor(i: int, n_batches: int, per_pass: int) -> float:
+    """The learning rate's multiple at batch i: a warm-up over 20 batches, then one cosine to 0 over
+    the n_batches of the scheduled passes; in a pass added past them (`supervised`'s
+    `extra_epochs`), the same warm-up and a cosine over that pass alone."""
+    if i < n_batches:
+        return min(1.0, (i + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(i / n_batches, 1.0)))
+    k = (i - n_batches) % per_pass
+    return min(1.0, (k + 1) / 20) * 0.5 * (1 + math.cos(math.pi * k / per_pass))
+
+
+def learned(losses: list[float], learned_loss: float) -> bool:
+    """The warm start counts as learned: no threshold (0), or the mean loss of its last 10
+    batches (what warmstart.json records as `final_loss`) at or below `learned_loss`."""
+    return learned_loss <= 0 or (bool(losses) and float(np.mean(losses[-10:])) <= learned_loss)
+
+
 def supervised(policy: Policy, seqs: list[TrainSeq], epochs: int, lr: float, batch_sequences: int,
                micro_batch_tokens: int, seed: int, log=print, max_pad: float = 1.0,
-               learner: ShardedLearner | None = None, group_batches: int = 0) -> list[float]:
+               learner: ShardedLearner | None = None, group_batches: int = 0,
+               learned_loss: float = 0.0, extra_epochs: int = 0) -> list[float]:
     """Next-token cross-entropy on generated tokens only (token mean per batch). `max_pad`: as in
     the RL update (rl.max_pad_fraction), a micro-batch closes before it is more than this share
     padding (a solo CEO's trajectory is several times an expert's). `learner`: several ranks
     (warmstart.processes) share each batch's micro-batches (`ranked_backward`), and every rank
     takes the optimizer step one process would. `group_batches`: batches of similar lengths
-    (`epoch_batches`)."""
+    (`epoch_batches`). While the `epochs` passes end above `learned_loss` (`learned`), up to
+    `extra_epochs` more passes run, one at a time (`lr_factor`); every rank sees the same losses,
+    so the ranks decide alike."""
     model = policy.model
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     rng = rng_for("warmstart_order", seed)
-    n_batches = epochs * math.ceil(len(seqs) / batch_sequences)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda i: min(1.0, (i + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(i / n_batches, 1.0))))
-    losses, t0, b = [], time.perf_counter(), 0
+    per_pass = math.ceil(len(seqs) / batch_sequences)
+    n_batches = epochs * per_pass
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_factor(i, n_batches, per_pass))
+    losses, t0 = [], time.perf_counter()
     lengths = [len(s.ids) for s in seqs]
-    for epoch in range(epochs):
+    epoch = 0
+    while epoch < epochs or (epoch < epochs + extra_epochs and not learned(losses, learned_loss)):
+        if epoch >= epochs:
+            log(f"  warm start: loss {np.mean(losses[-10:]):.3f} after {epoch} passes, above "
+                f"warmstart.learned_loss={learned_loss}: one more pass ({epoch - epochs + 1} of at most {extra_epochs})")
+        planned = max(n_batches, (epoch + 1) * per_pass)
         for indices in epoch_batches(lengths, batch_sequences, group_batches, rng):
             batch = [seqs[i] for i in indices]
-            num_tokens = sum(sum(s.gen_mask) for s in batch)
-            micros = micro_batches(batch, micro_batch_tokens, max_pad=max_pad)
-            opt.zero_grad(set_to_none=True)
-            if learner is None:
-                total = 0.0
-                for micro in micros:
-                    loss = micro_loss(model, micro, policy.pad_id, num_tokens)
-                    loss.backward()  # .grad accumulates micro-batch by micro-batch
-                    total += float(loss.detach())
-            else:
-                total = ranked_backward(model, micros, policy.pad_id, num_tokens, learner)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            losses.append(train_batch(model, opt, batch, policy.pad_id, micro_batch_tokens, max_pad, learner))
             sched.step()
-            losses.append(total)
-            b += 1
-            if b % 25 == 0 or b == n_batches:
-                log(f"  warm start batch {b}/{n_batches} (epoch {epoch + 1}) loss {np.mean(losses[-25:]):.3f} "
+            b = len(losses)
+            if b % 25 == 0 or b == planned:
+                log(f"  warm start batch {b}/{planned} (epoch {epoch + 1}) loss {np.mean(losses[-25:]):.3f} "
                     f"[{time.perf_counter() - t0:.0f}s]")
+        epoch += 1
     return losses
+
+
+def train_batch(model: torch.nn.Module, opt: torch.optim.Optimizer, batch: list[TrainSeq], pad_id: int,
+                micro_batch_tokens: int, max_pad: float, learner: ShardedLearner | None) -> float:
+    """One optimizer step on the batch's token-mean loss, accumulated micro-batch by micro-batch
+    (or over the ranks, `ranked_backward`); returns that loss."""
+    num_tokens = sum(sum(s.gen_mask) for s in batch)
+    micros = micro_batches(batch, micro_batch_tokens, max_pad=max_pad)
+    opt.zero_grad(set_to_none=True)
+    if learner is None:
+        total = 0.0
+        for micro in micros:
+            loss = micro_loss(model, micro, pad_id, num_tokens)
+            loss.backward()  # .grad accumulates micro-batch by micro-batch
+            total += float(loss.detach())
+    else:
+        total = ranked_backward(model, micros, pad_id, num_tokens, learner)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return total
 
 
 def micro_loss(model: torch.nn.Module, micro: list[TrainSeq], pad_id: int, num_tokens: int) -> torch.Tensor:
@@ -333,14 +366,21 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
         f"trajectories, {stats['generated_tokens']} target tokens; rollouts by team/workflow {stats['team_sizes']}")
     losses = supervised(policy, seqs, cfg.warmstart.epochs, cfg.warmstart.lr, cfg.warmstart.batch_sequences,
                         cfg.rl.micro_batch_tokens, cfg.warmstart.seed, log=log, max_pad=cfg.rl.max_pad_fraction,
-                        learner=learner, group_batches=cfg.warmstart.length_group_batches)
+                        learner=learner, group_batches=cfg.warmstart.length_group_batches,
+                        learned_loss=cfg.warmstart.learned_loss, extra_epochs=cfg.warmstart.extra_epochs)
+    passes = len(losses) / math.ceil(len(seqs) / cfg.warmstart.batch_sequences)
+    if not learned(losses, cfg.warmstart.learned_loss):
+        log(f"warning: the warm start ended at loss {np.mean(losses[-10:]):.3f} after {passes:.0f} passes, above "
+            f"warmstart.learned_loss={cfg.warmstart.learned_loss}: it has likely not learned the task, and RL "
+            "from it starts from a weak prior. Try another warmstart.seed, or more warmstart.epochs")
     if not is_writer():
         return
     remove_stale_temps(out.parent, prefix=f".{out.name}.")  # what a killed attempt left
     tmp = out.parent / f".{out.name}.tmp_{os.getpid()}"  # one per process: two runs may warm-start at once
     save_policy(policy, tmp)
     world = learner.world if learner is not None else 1
-    stats.update({"final_loss": float(np.mean(losses[-10:])), "seconds": time.perf_counter() - t0,
+    stats.update({"final_loss": float(np.mean(losses[-10:])), "passes": passes,
+                  "learned": learned(losses, cfg.warmstart.learned_loss), "seconds": time.perf_counter() - t0,
                   "key": warmstart_key(cfg), "processes": world,
                   "environment": environment(threads=cfg.run.threads, processes=world)})  # the machine that trained it
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
