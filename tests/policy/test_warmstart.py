@@ -238,3 +238,20 @@ def test_passes_are_added_only_while_the_loss_stays_above_learned_loss():
     assert len(longer) == 9 and longer[:3] == losses
     assert sum("one more pass" in line for line in said) == 2
     assert any("batch 9/9 (epoch 3)" in line for line in said)
+
+
+def test_a_warm_start_that_never_meets_learned_loss_says_so_and_records_it(tmp_path):
+    import json
+
+    from swarmrl.policy.warmstart import _train_warm_start
+    cfg = load_config("configs/tiny_test.yaml", [f"warmstart.cache_dir={tmp_path}", "warmstart.learned_loss=1e-9",
+                                                "warmstart.extra_epochs=1"])
+    out = tmp_path / f"warmstart-{warmstart_key(cfg)}"
+    said = []
+    _train_warm_start(cfg, out, None, said.append)
+    meta = json.loads((out / "warmstart.json").read_text())
+    assert meta["learned"] is False and meta["passes"] == cfg.warmstart.epochs + 1
+    assert any(line.startswith("warning: the warm start ended at loss") for line in said)
+    said.clear()
+    assert warm_start(cfg, log=said.append) == out  # cached: the warning again, nothing trained
+    assert "likely unlearned" in said[0]

@@ -326,7 +326,9 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     check_warm_start(cfg)
     out = cache_dir(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"  # ConfigError if unwritable
     if (out / "warmstart.json").exists() and not force:
-        log(f"warm start: cached at {out}")
+        meta = json.loads((out / "warmstart.json").read_text())
+        log(f"warm start: cached at {out}" + ("" if meta.get("learned", True) else
+            f" (warning: it ended at loss {meta['final_loss']:.3f}, above warmstart.learned_loss: likely unlearned)"))
         return out
     if launch_needed(cfg, WARMSTART):  # warmstart.processes ranks train it (distributed/launch.py)
         launch(cfg, ["pretrain", *(["--force"] if force else [])], log, WARMSTART)
