@@ -207,7 +207,7 @@ class WarmStartConfig:
     `extra_epochs` more passes run, one at a time, each warming the learning rate up again and
     decaying it over that pass; a warm start still above it ends with a warning, and
     warmstart.json records `learned: false`. 0 = no check. Why: the tiny model learns the
-    arithmetic suddenly, after a plateau near 0.3, and on some seeds later than the schedule."""
+    arithmetic suddenly, after a plateau at 0.3-0.55, and on some seeds later than the schedule."""
     extra_epochs: int = 0
     """The most passes `learned_loss` may add."""
     lr: float = 2e-3
