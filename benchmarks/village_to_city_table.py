@@ -4,6 +4,11 @@ With `--plot PNG`, also a figure: the team hired and the items solved at `--limi
 cap, one line per file.
 
     python benchmarks/village_to_city_table.py benchmarks/village_to_city_span/*.json [--plot F.png --limit 4.5]
+    python benchmarks/village_to_city_table.py benchmarks/village_to_city_items24/rl_*.json --gains 17
+
+`--gains SIZE`: instead, per RL run (`rl_NAME.json`), the items a team of SIZE solves at each
+limit against the best team at the training cap (9): the better of that file's team of 9 and, where
+`at_cap_NAME.json` stands beside it (the tree the run trained in), that file's team of 9.
 
 Files without `rows` (e.g. a scripted-ceilings JSON beside them) are skipped.
 """
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 
@@ -33,14 +39,48 @@ def table(path: Path) -> list[str]:
     return out + [""]
 
 
+def gains(paths: list[Path], size: int, cap: int = 9) -> list[str]:
+    """Per RL run: items solved by a team of `size` at each limit, the best team at `cap` (its own
+    file's, or its trained tree's in `at_cap_*`), and the change in percent."""
+    out: list[str] = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        rows = data.get("rows", [])
+        at_cap = path.with_name(path.name.replace("rl_", "at_cap_", 1))
+        tree = json.loads(at_cap.read_text()).get("rows", []) if path.name.startswith("rl_") and at_cap.exists() else []
+        limits = sorted({r["time_limit_s"] for r in rows})
+        if not out:
+            out = [f"| run | " + " | ".join(f"{size} / best {cap} @ {t:g} s" for t in limits) + " |",
+                   "|---|" + "---|" * len(limits)]
+        cells = []
+        for t in limits:
+            big = [r["useful_work"] for r in rows if r["team_size"] == size and r["time_limit_s"] == t]
+            base = [r["useful_work"] for r in rows + tree if r["team_size"] == cap and r["time_limit_s"] == t]
+            if not big or not base:
+                cells.append("-")
+                continue
+            best = max(base)
+            cells.append(f"{big[0]:.1f} / {best:.1f} ({100 * (big[0] / best - 1):+.0f}%)" if best else f"{big[0]:.1f} / 0")
+        out.append(f"| {path.stem} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _ws_tag(stem: str) -> str:
+    """The warm-start seed a result file names (`_wsS`, run.sh's WS_SEED), '' for the default one."""
+    m = re.search(r"_ws\d+", stem)
+    return m.group(0) if m else ""
+
+
 def plot(paths: list[Path], out: Path, limit: float) -> None:
     """Team hired and items solved at `limit` against the team cap, one line per result file."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (hired, solved) = plt.subplots(1, 2, figsize=(13, 4.2))
-    colors = plt.get_cmap("tab20").colors  # enough for a dozen results without a repeat
+    colors = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors  # 18 without a repeat
     plotted: set[int] = set()
+    tagged = any(_ws_tag(p.stem) for p in paths)
+    families = dict.fromkeys(_ws_tag(p.stem) for p in paths)  # in order of first appearance
     items = None  # the first plotted file's problem size: the others must match it
     for i, path in enumerate(paths):
         data = json.loads(path.read_text())
@@ -54,8 +94,12 @@ def plot(paths: list[Path], out: Path, limit: float) -> None:
         if len(at) < len(sizes):
             continue
         plotted |= set(sizes)
-        # warm starts dashed, so a run and the prior it came from read apart
-        style = dict(marker="o", label=path.stem, color=colors[i % len(colors)],
+        # warm starts dashed, so a run and the prior it came from read apart; where the files
+        # name warm-start seeds (_wsS), one colour per seed and one marker per RL seed
+        family = _ws_tag(path.stem) if tagged else path.stem
+        color = colors[list(families).index(family) % len(colors)] if tagged else colors[i % len(colors)]
+        seed = re.search(r"_s(\d+)$", path.stem)
+        style = dict(marker="os^D"[int(seed.group(1)) % 4] if seed else "o", label=path.stem, color=color,
                      linestyle="--" if path.stem.startswith("warm_start") else "-")
         hired.plot(sizes, [last[k]["team_size_mean"] for k in sizes], **style)
         solved.plot(sizes, [at[k]["useful_work"] for k in sizes], **style)
@@ -81,7 +125,12 @@ def main() -> None:
     ap.add_argument("results", nargs="+", type=Path)
     ap.add_argument("--plot", type=Path, help="also write this PNG")
     ap.add_argument("--limit", type=float, default=4.5, help="the limit of the plot's items panel (s)")
+    ap.add_argument("--gains", type=int, metavar="SIZE",
+                    help="print only each run's items at team SIZE against the best team at the cap of 9")
     args = ap.parse_args()
+    if args.gains:
+        print("\n".join(gains(args.results, args.gains)))
+        return
     for path in args.results:
         print("\n".join(table(path)))
     if args.plot:

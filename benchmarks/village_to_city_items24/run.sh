@@ -58,5 +58,7 @@ for arm in $ARMS; do
   done
 done
 .venv/bin/python benchmarks/village_to_city_table.py "$OUT"/*.json > "$OUT/table.md"
-.venv/bin/python benchmarks/village_to_city_table.py "$OUT"/rl_*.json "$OUT"/warm_start_*.json \
+# The plot: the board recipe's span-4 runs and their warm starts, one colour per warm-start seed.
+.venv/bin/python benchmarks/village_to_city_table.py "$OUT"/rl_span4_board_s?.json "$OUT"/rl_span4_board_ws?_s?.json \
+  "$OUT"/warm_start_trees_board.json "$OUT"/warm_start_trees_board_ws?.json \
   --plot "$OUT/village_to_city.png" --limit 5.5 > /dev/null
