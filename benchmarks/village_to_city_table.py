@@ -41,27 +41,26 @@ def table(path: Path) -> list[str]:
 
 def gains(paths: list[Path], size: int, cap: int = 9) -> list[str]:
     """Per RL run: items solved by a team of `size` at each limit, the best team at `cap` (its own
-    file's, or its trained tree's in `at_cap_*`), and the change in percent."""
-    out: list[str] = []
+    file's, or its trained tree's in `at_cap_*`), and the change in percent ('-' where a file has
+    no such row)."""
+    runs = []
     for path in paths:
-        data = json.loads(path.read_text())
-        rows = data.get("rows", [])
+        rows = json.loads(path.read_text()).get("rows", [])
         at_cap = path.with_name(path.name.replace("rl_", "at_cap_", 1))
         tree = json.loads(at_cap.read_text()).get("rows", []) if path.name.startswith("rl_") and at_cap.exists() else []
-        limits = sorted({r["time_limit_s"] for r in rows})
-        if not out:
-            out = [f"| run | " + " | ".join(f"{size} / best {cap} @ {t:g} s" for t in limits) + " |",
-                   "|---|" + "---|" * len(limits)]
+        runs.append((path.stem, rows, tree))
+    limits = sorted({r["time_limit_s"] for _, rows, _ in runs for r in rows})
+    out = [f"| run | " + " | ".join(f"{size} / best {cap} @ {t:g} s" for t in limits) + " |",
+           "|---|" + "---|" * len(limits)]
+    for stem, rows, tree in runs:
         cells = []
         for t in limits:
             big = [r["useful_work"] for r in rows if r["team_size"] == size and r["time_limit_s"] == t]
             base = [r["useful_work"] for r in rows + tree if r["team_size"] == cap and r["time_limit_s"] == t]
-            if not big or not base:
-                cells.append("-")
-                continue
-            best = max(base)
-            cells.append(f"{big[0]:.1f} / {best:.1f} ({100 * (big[0] / best - 1):+.0f}%)" if best else f"{big[0]:.1f} / 0")
-        out.append(f"| {path.stem} | " + " | ".join(cells) + " |")
+            best = max(base, default=None)
+            cells.append("-" if not big or best is None else
+                         f"{big[0]:.1f} / {best:.1f} ({100 * (big[0] / best - 1):+.0f}%)" if best else f"{big[0]:.1f} / 0")
+        out.append(f"| {stem} | " + " | ".join(cells) + " |")
     return out
 
 

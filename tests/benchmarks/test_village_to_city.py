@@ -48,6 +48,27 @@ def test_the_plot_draws_the_files_of_one_problem_size(tmp_path):
         v2c_table.plot(paths, tmp_path / "none.png", limit=8.0)
 
 
+def test_gains_compare_the_big_team_with_the_better_team_at_the_cap(tmp_path):
+    def write(name: str, rows: list[dict]) -> Path:
+        (tmp_path / name).write_text(json.dumps({"run": name, "items": 24, "problems": 1, "rows": rows}))
+        return tmp_path / name
+
+    # At 4.5 s the flat team of 9 (8.0) beats the trained tree (at_cap, 6.0); at 5.5 s the tree does (12.0 > 10.0).
+    rl = write("rl_x_s0.json", [row(9, 4.5, 8.0, 9.0, 0.0), row(17, 4.5, 10.0, 15.0, 6.0),
+                                row(9, 5.5, 10.0, 9.0, 0.0), row(17, 5.5, 15.0, 15.0, 6.0)])
+    write("at_cap_x_s0.json", [row(9, 4.5, 6.0, 9.0, 4.0), row(9, 5.5, 12.0, 9.0, 4.0)])
+    alone = write("rl_y_s1.json", [row(9, 4.5, 4.0, 9.0, 0.0), row(17, 4.5, 3.0, 12.0, 2.0)])  # no at_cap file
+    lines = v2c_table.gains([rl, alone], 17)
+    assert lines[0] == "| run | 17 / best 9 @ 4.5 s | 17 / best 9 @ 5.5 s |"
+    assert lines[2] == "| rl_x_s0 | 10.0 / 8.0 (+25%) | 15.0 / 12.0 (+25%) |"
+    assert lines[3] == "| rl_y_s1 | 3.0 / 4.0 (-25%) | - |"
+
+
+def test_the_plot_colours_runs_by_the_warm_start_they_name():
+    assert [v2c_table._ws_tag(s) for s in ("rl_span4_board_ws3_s1", "warm_start_trees_board_ws3", "rl_span4_board_s0")] \
+        == ["_ws3", "_ws3", ""]
+
+
 def test_warm_start_path_prints_the_path_alone_with_two_ranks(tmp_path):
     env = dict(os.environ, SWARMRL_CACHE_DIR=str(tmp_path / "cache"))
     cmd = [sys.executable, str(ROOT / "benchmarks" / "warm_start_path.py"), "tiny_test", "warmstart.processes=2"]
