@@ -147,6 +147,7 @@ def test_the_warm_start_on_two_ranks_is_one_process_bit_for_bit(tmp_path):
     assert launched.name == single.name and (launched / "warmstart.json").is_file()
     stats = [json.loads((p / "warmstart.json").read_text()) for p in (single, launched)]
     assert (stats[0]["processes"], stats[1]["processes"]) == (1, 2)
+    assert 0.0 <= stats[1]["perf/warmstart_rank_idle"] < 1.0 and "perf/warmstart_rank_idle" not in stats[0]
     assert stats[0]["final_loss"] == stats[1]["final_loss"]
     a, b = (load_file(p / "model.safetensors") for p in (launched, single))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -83,6 +83,9 @@ def test_torchrun_ddp_run_writes_the_run_directory_and_equals_one_process(straig
     assert not list(run.parent.glob(".*"))  # no staging left behind by either rank
     run_match.metrics(rows(run), rows(straight))
     run_match.weights(weights(run, 2), weights(straight, 2), TINY_LR, steps=2)
+    for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()):  # how long the ranks waited
+        assert 0.0 <= m["perf/rollout_rank_idle"] < 1.0 and 0.0 <= m["perf/update_rank_idle"] < 1.0
+        assert m["perf/rollout_rank_busy_max_s"] > 0 and m["perf/update_rank_busy_max_s"] > 0
     assert (run / "samples" / "step_0000.jsonl").read_text() == (straight / "samples" / "step_0000.jsonl").read_text()
 
 

@@ -175,6 +175,7 @@ def test_micro_owners_give_the_largest_first_to_the_least_loaded_rank():
 class _OneRank:
     """A world of one: the exchange hands back this rank's rows."""
     rank, world = 0, 1
+    busy_s = 0.0
 
     def gather_ordered(self, rows, owner, size):
         assert len(rows) == len(owner) and all(r.shape == (size,) for r in rows)
@@ -193,7 +194,9 @@ def test_ranked_backward_adds_the_gradients_as_one_process_accumulates_them():
         total += float(loss.detach())
     expected = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
-    assert ranked_backward(model, micros, policy.pad_id, 30, _OneRank()) == total
+    rank = _OneRank()
+    assert ranked_backward(model, micros, policy.pad_id, 30, rank) == total
+    assert rank.busy_s > 0  # its own backward seconds, for perf/warmstart_rank_idle
     for n, p in model.named_parameters():
         assert torch.equal(p.grad, expected[n]), n
 

@@ -47,3 +47,12 @@ def test_sum_tree_adds_nested_sums_key_by_key():
     assert sum_tree([a, b, {}]) == {"loss": 1.5, "tokens": 3.0, "ceo": {"nll": 2.25, "tokens": 4.0},
                                     "expert": {"nll": 1.0}}
     assert a == {"loss": 1.0, "tokens": 3.0, "ceo": {"nll": 2.0}}  # inputs untouched
+
+
+def test_rank_idle_is_the_share_of_rank_time_spent_waiting_for_the_slowest():
+    from swarmrl.rl.sharded import rank_idle
+    # ranks busy 3 s and 1 s: the phase lasts 3 s on each, 6 rank-seconds, of which 2 idle
+    assert rank_idle("rollout", [3.0, 1.0]) == {"perf/rollout_rank_idle": 1.0 - 2.0 / 3.0,
+                                                "perf/rollout_rank_busy_max_s": 3.0}
+    assert rank_idle("update", [2.0, 2.0])["perf/update_rank_idle"] == 0.0
+    assert rank_idle("update", [2.0]) == {} and rank_idle("update", [0.0, 0.0]) == {}

@@ -33,6 +33,7 @@ AdamW moments (3x the trainable parameters in float32) while it writes.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import torch
@@ -40,7 +41,7 @@ import torch.distributed as dist
 
 from swarmrl.rl.batch import micro_batches
 from swarmrl.rl.prefix import prefix_clusters
-from swarmrl.rl.sharded import cluster_share, sum_tree, token_share
+from swarmrl.rl.sharded import cluster_share, rank_idle, sum_tree, token_share
 
 
 def flat_grads(params: list[torch.nn.Parameter]) -> list[torch.Tensor]:
@@ -61,6 +62,7 @@ class ShardedLearner:
         self.backend = dist.get_backend()
         self.fsdp_modules: list[torch.nn.Module] = []
         self.gathered = False  # fsdp: the modules hold their full parameters (between updates)
+        self.busy_s = 0.0  # this rank's own backward seconds since the last `busy_metrics`
 
     def close(self) -> None:
         """Destroy the process group once every rank got here; idempotent. Under gloo a rank
@@ -104,6 +106,12 @@ class ShardedLearner:
     def sum_tree(self, tree: dict) -> dict:
         """Key-wise sum over ranks of a nested dict of floats (loss sums, per-role token sums)."""
         return sum_tree(self.all_gather(tree))
+
+    def busy_metrics(self, phase: str) -> dict[str, float]:
+        """`rank_idle` of every rank's `busy_s` (a collective), which starts again from 0. Under
+        fsdp the ranks wait inside the backward's collectives, so the idle share reads low."""
+        busy, self.busy_s = self.all_gather(self.busy_s), 0.0
+        return rank_idle(phase, busy)
 
     # ------------------------------------------------------------------ wrapping
     def wrap(self, policies) -> None:
@@ -160,10 +168,15 @@ class ShardedLearner:
         Returns this rank's loss sums (`Updater.backward`); `sum_tree` adds the ranks'."""
         if self.strategy == "ddp":
             mine = self.share(mb, sel, by_prefix=updater.cfg.share_prefixes)
+            t0 = time.perf_counter()
             sums = updater.backward([mb[i] for i in mine], w[mine], stats) if mine else {}
+            self.busy_s += time.perf_counter() - t0
             self.all_reduce_grads(updater)
             return sums
-        return self._fsdp_backward(updater, mb, w, sel, stats)
+        t0 = time.perf_counter()
+        sums = self._fsdp_backward(updater, mb, w, sel, stats)
+        self.busy_s += time.perf_counter() - t0
+        return sums
 
     def _fsdp_backward(self, updater, mb: list, w: torch.Tensor, sel: list[int], stats: dict | None) -> dict:
         """Slot by slot, micro-batch by micro-batch, in lockstep: FSDP's hooks are collectives."""

@@ -18,13 +18,14 @@ rollout workers.
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
 from swarmrl.config import Config, ConfigError
 from swarmrl.distributed.backend import RolloutFactory, idle_metrics, shard_groups
 from swarmrl.distributed.sharding import ShardedLearner
-from swarmrl.rl.sharded import contiguous_share
+from swarmrl.rl.sharded import contiguous_share, rank_idle
 
 LAUNCH = "torchrun --nproc-per-node N -m swarmrl.cli train CONFIG --out DIR ..."
 
@@ -110,16 +111,18 @@ class TorchrunBackend:
         rollouts, seed = make(step)
         shards = shard_groups(rollouts, self.shards)
         mine = [shards[k] for k in contiguous_share(len(shards), self.learner.rank, self.learner.world)]
+        t0 = time.perf_counter()
         for shard in mine:
             self.runtime.run(shard, self.actor, seed=seed)
         done = [r for shard in mine for r in shard]
-        merged = sorted((r for part in self.learner.all_gather(done) for r in part), key=lambda r: r.index)
+        parts = self.learner.all_gather((done, time.perf_counter() - t0))  # with each rank's busy seconds
+        merged = sorted((r for part, _ in parts for r in part), key=lambda r: r.index)
         if [r.index for r in merged] != [r.index for r in rollouts]:
             raise RuntimeError(f"step {step}: the ranks returned rollouts {[r.index for r in merged]}, "
                                f"expected {[r.index for r in rollouts]}")
         for r in merged:
             r.policy_version = step
-        return merged, idle_metrics(self.learner.world)
+        return merged, {**idle_metrics(self.learner.world), **rank_idle("rollout", [busy for _, busy in parts])}
 
     def close(self) -> None:
         """Nothing of its own: the process group belongs to the learner (build.py closes it)."""

@@ -286,10 +286,12 @@ def ranked_backward(model: torch.nn.Module, micros: list[list[TrainSeq]], pad_id
     for i, micro in enumerate(micros):
         if owner[i] != learner.rank:
             continue
+        t0 = time.perf_counter()
         model.zero_grad(set_to_none=True)
         loss = micro_loss(model, micro, pad_id, num_tokens)
         loss.backward()
         rows.append(torch.cat([*flat_grads(params), loss.detach().reshape(1)]))  # [size]
+        learner.busy_s += time.perf_counter() - t0
     items = learner.gather_ordered(rows, owner, size)  # every micro-batch's row, in micro-batch order
     grad = items[0][:-1].clone()  # [size - 1]
     for item in items[1:]:
@@ -375,6 +377,7 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
         log(f"warning: the warm start ended at loss {np.mean(losses[-10:]):.3f} after {passes:.0f} passes, above "
             f"warmstart.learned_loss={cfg.warmstart.learned_loss}: it has likely not learned the task, and RL "
             "from it starts from a weak prior. Try another warmstart.seed, or more warmstart.epochs")
+    idle = learner.busy_metrics("warmstart") if learner is not None else {}  # a collective: every rank
     if not is_writer():
         return
     remove_stale_temps(out.parent, prefix=f".{out.name}.")  # what a killed attempt left
@@ -383,7 +386,7 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
     world = learner.world if learner is not None else 1
     stats.update({"final_loss": float(np.mean(losses[-10:])), "passes": passes,
                   "learned": learned(losses, cfg.warmstart.learned_loss), "seconds": time.perf_counter() - t0,
-                  "key": warmstart_key(cfg), "processes": world,
+                  "key": warmstart_key(cfg), "processes": world, **idle,
                   "environment": environment(threads=cfg.run.threads, processes=world)})  # the machine that trained it
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
     if (out / "warmstart.json").exists() and not force:  # another process finished the same inputs first:

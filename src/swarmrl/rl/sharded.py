@@ -66,3 +66,14 @@ def sum_tree(trees: list[dict]) -> dict:
             else:
                 out[k] = out.get(k, 0.0) + v
     return out
+
+
+def rank_idle(phase: str, busy: list[float]) -> dict[str, float]:
+    """How evenly the ranks shared `phase`, from each rank's busy seconds in it (its own work, not
+    its waits): `perf/{phase}_rank_idle` is the share of the ranks' time spent waiting for the
+    slowest, 1 - mean / max; `perf/{phase}_rank_busy_max_s` the slowest rank's seconds. {} for
+    one rank or no work."""
+    if len(busy) < 2 or max(busy) <= 0:
+        return {}
+    return {f"perf/{phase}_rank_idle": 1.0 - float(np.mean(busy)) / max(busy),
+            f"perf/{phase}_rank_busy_max_s": max(busy)}

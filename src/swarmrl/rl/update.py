@@ -183,6 +183,7 @@ class Updater:
         self._zero()
         if self.sharding is not None:  # the ranks' sums: the whole step's metrics, the same on every rank
             totals, stats = self.sharding.sum_tree(totals), self.sharding.sum_tree(stats)
+            out.update(self.sharding.busy_metrics("update"))  # how long the ranks waited for the slowest
             self.sharding.gather()  # fsdp: full weights again, for sampling
         for model in self.policies.modules():  # back to sampling mode once, not per decode step
             model.eval()
