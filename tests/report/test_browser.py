@@ -90,6 +90,7 @@ def test_real_run_step_rollout_turn_detail(browser, tiny_run, tmp_path):
     assert float(view.page.get_attribute("#deadline", "data-time")) == row["time_limit"]
     assert x == pytest.approx(view.page.evaluate(f"window.swarmTimeline.xOf({row['time_limit']})"))
     assert view.page.locator(".plot").count() >= 3  # the metric plots drew
+    assert view.page.locator('.plot[data-title="speed: seconds per step"]').count() == 1  # step_s, rollout_s
     view.page.locator("#timeline").screenshot(path=str(tmp_path / "timeline.png"))
     assert (tmp_path / "timeline.png").stat().st_size > 0
     assert view.errors == [] and view.requests == [view.url]

@@ -52,6 +52,18 @@ def test_missing_keys_are_skipped(tmp_path):
     assert plot_metrics_file(tmp_path / "absent.jsonl", tmp_path / "out2") == []
 
 
+def test_the_speed_figure_draws_the_panels_that_have_data(tmp_path):
+    from swarmrl.report.plots import _speed_figure
+    rows = [{"step": s, "step_s": 3.0 + s, "rollout_s": 1.0, "perf/update_s": 2.0 + s} for s in range(4)]
+    def height(path):  # the PNG header's image height
+        return int.from_bytes(path.read_bytes()[20:24], "big")
+
+    one = height(_speed_figure(rows, tmp_path / "seconds.png"))
+    rows = [{**r, "perf/mfu_update": 0.4, "perf/rollout_rank_idle": 0.1} for r in rows]
+    assert height(_speed_figure(rows, tmp_path / "both.png")) > 1.5 * one  # a second panel below
+    assert _speed_figure([{"step": 0, "loss": 1.0}], tmp_path / "none.png") is None
+
+
 def test_rolling_mean_matches_hand_computation():
     y = np.array([1.0, 3.0, np.nan, 5.0, np.nan, np.nan, np.nan, np.nan, np.nan, 7.0])
     r = rolling_mean(y, window=3)

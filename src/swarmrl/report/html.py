@@ -4,7 +4,7 @@ The page needs no network: the styles and scripts (report/assets/) and Plotly's 
 (from the `plotly` pip package) are inlined, and the data is embedded as JSON. It holds:
 
 - interactive metric plots from metrics.jsonl (score, team and communication, useful work,
-  latency, optimisation, errors, one plot per per-role metric), with alert steps marked;
+  latency, optimisation, errors, speed, one plot per per-role metric), with alert steps marked;
 - the alert table;
 - the swarm timeline (assets/timeline.js) of every rollout in samples/: each step's rows are
   a separate JSON block, parsed only when that step is picked.

@@ -166,6 +166,34 @@ def _roles_figure(rows: list[dict], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+SPEED_PANELS = (
+    ("seconds per step", ("step_s", "rollout_s", "perf/update_s")),
+    # MFU against the measured matmul peak (run.mfu); with several ranks, their waiting share
+    ("share", ("perf/mfu_update", "perf/mfu_generation", "perf/rollout_rank_idle", "perf/update_rank_idle")),
+)
+
+
+def _speed_figure(rows: list[dict], path: Path) -> Path | None:
+    """Where a step's wall time goes: one panel of seconds, one of shares (MFU, rank idle);
+    a panel, or a line, without data is left out; None if nothing has data."""
+    panels = [(label, [k for k in keys if has_data(rows, k)]) for label, keys in SPEED_PANELS]
+    panels = [(label, keys) for label, keys in panels if keys]
+    if not panels:
+        return None
+    x = steps(rows)
+    fig = Figure(figsize=(8, 3.0 * len(panels) + 0.6))
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (label, keys) in zip(axes, panels):
+        for key in keys:
+            _line(ax, x, series(rows, key), key)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="best")
+    axes[0].set_title("speed")
+    axes[-1].set_xlabel("step")
+    return _save(fig, path)
+
+
 # --------------------------------------------------------------------------- entry points
 
 
@@ -186,6 +214,7 @@ def plot_metrics_file(metrics_path: Path, out_dir: Path) -> list[Path]:
         _subplots_figure(rows, ["loss", "grad_norm", "entropy"], "optimisation",
                          out_dir / "optim.png"),
         _roles_figure(rows, out_dir / "roles.png"),
+        _speed_figure(rows, out_dir / "speed.png"),
     ]
     return [p for p in written if p is not None]
 

@@ -145,5 +145,8 @@ function drawMetrics() {
   linePlot(rows, "latency", ["latency_mean", "critical_path_s"]);
   linePlot(rows, "optimisation", ["loss", "grad_norm", "entropy", "approx_kl", "clip_frac"]);
   linePlot(rows, "errors", ["invalid_actions", "hit_token_cap", "wrong_submits"]);
+  linePlot(rows, "speed: seconds per step", ["step_s", "rollout_s", "perf/update_s"]);
+  linePlot(rows, "speed: MFU and the ranks' idle share", ["perf/mfu_update", "perf/mfu_generation",
+                                                          "perf/rollout_rank_idle", "perf/update_rank_idle"]);
   rolePlots(rows);
 }
