@@ -145,25 +145,34 @@ def _score_figure(rows: list[dict], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def _panels_figure(rows: list[dict], panels: list[tuple[str, list[tuple[str, str, dict]]]], title: str,
+                   path: Path, panel_height: float = 2.4) -> Path:
+    """One subplot per panel (y label, [(legend label, metric key, line style)]), stacked on a
+    shared step axis, each with its legend."""
+    x = steps(rows)
+    fig = Figure(figsize=(8, panel_height * len(panels) + 0.6))
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (ylabel, lines) in zip(axes, panels):
+        for label, key, style in lines:
+            _line(ax, x, series(rows, key), label, **style)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="best")
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("step")
+    return _save(fig, path)
+
+
 def _roles_figure(rows: list[dict], path: Path) -> Path | None:
     metrics = role_metrics(rows)
     if not metrics:
         return None
-    x = steps(rows)
     # One colour per role across all subplots, so "expert" is the same line everywhere.
     roles = sorted({role for by_role in metrics.values() for role in by_role})
     colour = {role: f"C{i % 10}" for i, role in enumerate(roles)}
-    fig = Figure(figsize=(8, 2.4 * len(metrics) + 0.6))
-    axes = fig.subplots(len(metrics), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (metric, by_role) in zip(axes, sorted(metrics.items())):
-        for role, key in sorted(by_role.items()):
-            _line(ax, x, series(rows, key), role, color=colour[role])
-        ax.set_ylabel(metric)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small", loc="best")
-    axes[0].set_title("per-role metrics")
-    axes[-1].set_xlabel("step")
-    return _save(fig, path)
+    panels = [(metric, [(role, key, {"color": colour[role]}) for role, key in sorted(by_role.items())])
+              for metric, by_role in sorted(metrics.items())]
+    return _panels_figure(rows, panels, "per-role metrics", path)
 
 
 SPEED_PANELS = (
@@ -176,22 +185,9 @@ SPEED_PANELS = (
 def _speed_figure(rows: list[dict], path: Path) -> Path | None:
     """Where a step's wall time goes: one panel of seconds, one of shares (MFU, rank idle);
     a panel, or a line, without data is left out; None if nothing has data."""
-    panels = [(label, [k for k in keys if has_data(rows, k)]) for label, keys in SPEED_PANELS]
-    panels = [(label, keys) for label, keys in panels if keys]
-    if not panels:
-        return None
-    x = steps(rows)
-    fig = Figure(figsize=(8, 3.0 * len(panels) + 0.6))
-    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (label, keys) in zip(axes, panels):
-        for key in keys:
-            _line(ax, x, series(rows, key), key)
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small", loc="best")
-    axes[0].set_title("speed")
-    axes[-1].set_xlabel("step")
-    return _save(fig, path)
+    panels = [(label, [(k, k, {}) for k in keys if has_data(rows, k)]) for label, keys in SPEED_PANELS]
+    panels = [(label, lines) for label, lines in panels if lines]
+    return _panels_figure(rows, panels, "speed", path, panel_height=3.0) if panels else None
 
 
 # --------------------------------------------------------------------------- entry points
