@@ -51,8 +51,12 @@ def test_sum_tree_adds_nested_sums_key_by_key():
 
 def test_rank_idle_is_the_share_of_rank_time_spent_waiting_for_the_slowest():
     from swarmrl.rl.sharded import rank_idle
-    # ranks busy 3 s and 1 s: the phase lasts 3 s on each, 6 rank-seconds, of which 2 idle
-    assert rank_idle("rollout", [3.0, 1.0]) == {"perf/rollout_rank_idle": 1.0 - 2.0 / 3.0,
-                                                "perf/rollout_rank_busy_max_s": 3.0}
-    assert rank_idle("update", [2.0, 2.0])["perf/update_rank_idle"] == 0.0
-    assert rank_idle("update", [2.0]) == {} and rank_idle("update", [0.0, 0.0]) == {}
+    # one span, ranks busy 3 s and 1 s: the phase lasts 3 s on each, 6 rank-seconds, of which 2 idle
+    assert rank_idle("rollout", [[3.0], [1.0]]) == {"perf/rollout_rank_idle": 1.0 - 2.0 / 3.0,
+                                                    "perf/rollout_rank_busy_max_s": 3.0}
+    assert rank_idle("update", [[2.0], [2.0]])["perf/update_rank_idle"] == 0.0
+    # two spans whose totals balance (4 s each): each rank waits 2 s at one of them, so the phase
+    # lasts 3 + 3 s per rank, 12 rank-seconds, of which 4 idle
+    assert rank_idle("warmstart", [[3.0, 1.0], [1.0, 3.0]]) == {"perf/warmstart_rank_idle": 1.0 - 8.0 / 12.0,
+                                                                "perf/warmstart_rank_busy_max_s": 6.0}
+    assert rank_idle("update", [[2.0]]) == {} and rank_idle("update", [[0.0], [0.0]]) == {}

@@ -62,7 +62,8 @@ class ShardedLearner:
         self.backend = dist.get_backend()
         self.fsdp_modules: list[torch.nn.Module] = []
         self.gathered = False  # fsdp: the modules hold their full parameters (between updates)
-        self.busy_s = 0.0  # this rank's own backward seconds since the last `busy_metrics`
+        self.busy_s = 0.0  # this rank's own backward seconds since its last wait for the others
+        self.busy_spans: list[float] = []  # busy_s at each wait since the last `busy_metrics`
 
     def close(self) -> None:
         """Destroy the process group once every rank got here; idempotent. Under gloo a rank
@@ -107,11 +108,21 @@ class ShardedLearner:
         """Key-wise sum over ranks of a nested dict of floats (loss sums, per-role token sums)."""
         return sum_tree(self.all_gather(tree))
 
+    def waits(self) -> None:
+        """Mark that this rank is about to wait for the others (a collective that every rank calls
+        as often): its busy seconds since the previous wait become one span (`rank_idle`)."""
+        self.busy_spans.append(self.busy_s)
+        self.busy_s = 0.0
+
     def busy_metrics(self, phase: str) -> dict[str, float]:
-        """`rank_idle` of every rank's `busy_s` (a collective), which starts again from 0. Under
-        fsdp the ranks wait inside the backward's collectives, so the idle share reads low."""
-        busy, self.busy_s = self.all_gather(self.busy_s), 0.0
-        return rank_idle(phase, busy)
+        """`rank_idle` of every rank's busy spans (a collective); they start again empty. Under
+        fsdp the ranks also wait inside the backward's collectives, so the idle share reads low."""
+        if self.busy_s > 0:
+            self.waits()  # the work since the last wait: this gather is its wait
+        spans, self.busy_spans = self.all_gather(self.busy_spans), []
+        if len({len(s) for s in spans}) > 1:  # a rank marked waits the others did not: totals only
+            spans = [[sum(s)] for s in spans]
+        return rank_idle(phase, spans)
 
     # ------------------------------------------------------------------ wrapping
     def wrap(self, policies) -> None:
@@ -171,6 +182,7 @@ class ShardedLearner:
             t0 = time.perf_counter()
             sums = updater.backward([mb[i] for i in mine], w[mine], stats) if mine else {}
             self.busy_s += time.perf_counter() - t0
+            self.waits()
             self.all_reduce_grads(updater)
             return sums
         t0 = time.perf_counter()

@@ -122,7 +122,7 @@ class TorchrunBackend:
                                f"expected {[r.index for r in rollouts]}")
         for r in merged:
             r.policy_version = step
-        return merged, {**idle_metrics(self.learner.world), **rank_idle("rollout", [busy for _, busy in parts])}
+        return merged, {**idle_metrics(self.learner.world), **rank_idle("rollout", [[busy] for _, busy in parts])}
 
     def close(self) -> None:
         """Nothing of its own: the process group belongs to the learner (build.py closes it)."""

@@ -292,6 +292,7 @@ def ranked_backward(model: torch.nn.Module, micros: list[list[TrainSeq]], pad_id
         loss.backward()
         rows.append(torch.cat([*flat_grads(params), loss.detach().reshape(1)]))  # [size]
         learner.busy_s += time.perf_counter() - t0
+    learner.waits()
     items = learner.gather_ordered(rows, owner, size)  # every micro-batch's row, in micro-batch order
     grad = items[0][:-1].clone()  # [size - 1]
     for item in items[1:]:

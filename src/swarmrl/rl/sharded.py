@@ -68,12 +68,16 @@ def sum_tree(trees: list[dict]) -> dict:
     return out
 
 
-def rank_idle(phase: str, busy: list[float]) -> dict[str, float]:
-    """How evenly the ranks shared `phase`, from each rank's busy seconds in it (its own work, not
-    its waits): `perf/{phase}_rank_idle` is the share of the ranks' time spent waiting for the
-    slowest, 1 - mean / max; `perf/{phase}_rank_busy_max_s` the slowest rank's seconds. {} for
-    one rank or no work."""
-    if len(busy) < 2 or max(busy) <= 0:
+def rank_idle(phase: str, busy: list[list[float]]) -> dict[str, float]:
+    """How evenly the ranks shared `phase`: busy[r][k] is rank r's own seconds of work (not its
+    waits) in the phase's k-th span, and every span ends where the ranks wait for each other (a
+    collective). `perf/{phase}_rank_idle` is the share of the ranks' time spent waiting for the
+    slowest, 1 - sum_k mean_r / sum_k max_r: per span, because a rank that is ahead at one span
+    still waits there, however the totals balance. `perf/{phase}_rank_busy_max_s` is
+    sum_k max_r, the phase's work at the pace of its slowest rank. {} for one rank or no work."""
+    spans = np.asarray(busy, dtype=float)  # [ranks, spans]
+    if spans.ndim != 2 or spans.shape[0] < 2 or spans.max(initial=0.0) <= 0:
         return {}
-    return {f"perf/{phase}_rank_idle": 1.0 - float(np.mean(busy)) / max(busy),
-            f"perf/{phase}_rank_busy_max_s": max(busy)}
+    slowest = float(spans.max(axis=0).sum())
+    return {f"perf/{phase}_rank_idle": 1.0 - float(spans.mean(axis=0).sum()) / slowest,
+            f"perf/{phase}_rank_busy_max_s": slowest}
