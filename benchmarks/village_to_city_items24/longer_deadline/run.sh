@@ -32,3 +32,6 @@ for seed in $SEEDS; do
   [ -f "$OUT/sampled/at_cap_span4_board_$tag.json" ] || .venv/bin/python benchmarks/village_to_city.py $run \
     "${SAMPLED[@]}" --team-sizes 9 --set workflow.span=4 --out "$OUT/sampled/at_cap_span4_board_$tag.json"
 done
+.venv/bin/python benchmarks/village_to_city_table.py "$OUT"/*.json > "$OUT/table.md"
+.venv/bin/python benchmarks/village_to_city_table.py "$OUT"/rl_*.json --gains 17 > "$OUT/gains17.md"
+.venv/bin/python benchmarks/village_to_city_table.py "$OUT"/sampled/rl_*.json --gains 17 > "$OUT/sampled/gains17.md"
