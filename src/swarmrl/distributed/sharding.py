@@ -117,8 +117,7 @@ class ShardedLearner:
     def busy_metrics(self, phase: str) -> dict[str, float]:
         """`rank_idle` of every rank's busy spans (a collective); they start again empty. Under
         fsdp the ranks also wait inside the backward's collectives, so the idle share reads low."""
-        if self.busy_s > 0:
-            self.waits()  # the work since the last wait: this gather is its wait
+        self.waits()  # the work since the last wait, if any: this gather is its wait
         spans, self.busy_spans = self.all_gather(self.busy_spans), []
         if len({len(s) for s in spans}) > 1:  # a rank marked waits the others did not: totals only
             spans = [[sum(s)] for s in spans]
