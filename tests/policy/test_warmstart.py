@@ -30,6 +30,8 @@ def test_demos_respect_the_header_cap_and_include_a_max0_solo_block():
     cap0 = [h for h, c in zip(hires, caps) if c == 0]
     assert len(cap0) >= n // (cfg.workflow.max_experts + 2) and not any(cap0)
     assert stats["invalid_actions"] == 0  # (scores < 1 here: the tiny config caps turns per agent at 4)
+    # Latency is over the rollouts that solved everything, not the cut ones' NO_DEADLINE (1e9 s).
+    assert 0 < stats["unsolved_rollouts"] < n and 0 < stats["mean_latency_s"] < 60
 
 
 @pytest.mark.parametrize("overrides, fragment", [

@@ -31,10 +31,8 @@ import numpy as np
 import torch
 
 from swarmrl.build import check_plugins, make_runtime
-from swarmrl.collective import handlers as handlers_module
-from swarmrl.collective import protocol as protocol_module
-from swarmrl.collective import tools as tools_module
-from swarmrl.collective import runtime as runtime_module
+from swarmrl.collective import handlers as handlers_module, protocol as protocol_module
+from swarmrl.collective import runtime as runtime_module, tools as tools_module
 from swarmrl.config import Config, ConfigError
 from swarmrl.distributed.launch import WARMSTART, launch, launch_needed
 from swarmrl.distributed.sharding import ShardedLearner, flat_grads
@@ -47,10 +45,8 @@ from swarmrl.policy import model as model_module
 from swarmrl.policy import tokenizer as tokenizer_module
 from swarmrl.policy.model import Policy, build_tiny_policy, save_policy
 from swarmrl.rl.batch import micro_batches, pad, token_logprobs, TrainSeq
-from swarmrl.scenarios import base as scenario_base
-from swarmrl.scenarios import graph as scenario_graph
+from swarmrl.scenarios import base as scenario_base, graph as scenario_graph, org as scenario_org
 from swarmrl.scenarios import make_scenario
-from swarmrl.scenarios import org as scenario_org
 from swarmrl.seeds import rng_for
 from swarmrl.tasks import TASKS, arith, arith_items, arith_roles, arith_scripts
 from swarmrl.workflows import graph as workflow_graph
@@ -146,6 +142,8 @@ def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> t
     runtime.run(rollouts, actor, seed=seed)
     seqs = [TrainSeq(a.ids, a.gen_mask, a.logprobs, 0.0, a.role, r.index)
             for r in rollouts for a in r.agents.values() if any(a.gen_mask)]
+    # latency over the rollouts that solved every item: one cut short ends at NO_DEADLINE
+    solved = [r.finished_at for r in rollouts if r.end_reason == "solved"]
     by_scenario: dict[str, list[float]] = {}
     for r in rollouts:
         by_scenario.setdefault(r.scenario.name, []).append(r.score)
@@ -154,7 +152,8 @@ def demonstrations(cfg: Config, policy: Policy, n_rollouts: int, seed: int) -> t
         **stats,
         "mean_score_by_scenario": {k: float(np.mean(v)) for k, v in by_scenario.items()},
         "mean_score": float(np.mean([r.score for r in rollouts])),
-        "mean_latency_s": float(np.mean([r.finished_at for r in rollouts])),
+        "mean_latency_s": float(np.mean(solved)) if solved else None,
+        "unsolved_rollouts": n_rollouts - len(solved),
         "invalid_actions": int(sum(r.counters["invalid_actions"] for r in rollouts)),
     }
 

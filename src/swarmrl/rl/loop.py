@@ -27,7 +27,6 @@ import torch
 from swarmrl.config import Config, ConfigError, apply_overrides, config_from_dict
 from swarmrl.policy.model import (Policy, load_policy, load_run_policy, save_run_policy,
                                    stage_run_policy, verify_run_policy)
-from swarmrl.report.plots import plot_run
 from swarmrl.report.samples import sample_row
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.build import check_hardware, make_policy_set
@@ -141,6 +140,7 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
         trainer.close()  # Ray workers (and a cluster the backend started) go away with the run
     if not is_writer():
         return run
+    from swarmrl.report.plots import plot_run  # here: matplotlib adds about 0.5 s to every rank's start
     plot_run(run.path)
     if isinstance(trainer.policies, SharedPolicies):  # last: a complete final/ marks a finished run
         # A sharded learner's model may be sharded: its last checkpoint holds the whole of it.
