@@ -41,6 +41,19 @@ def test_saved_model_loads_by_path_through_the_hub_code_path(tmp_path):
     assert q.end_id == p.end_id and q.pad_id == p.pad_id
 
 
+@pytest.mark.parametrize("small_bytes, bars", [(None, False), (0, True)])
+def test_progress_bars_only_for_weights_of_at_least_small_model_bytes(tmp_path, capsys, monkeypatch, small_bytes, bars):
+    import swarmrl.policy.model as model_module
+    if small_bytes is not None:  # every model counts as large
+        monkeypatch.setattr(model_module, "SMALL_MODEL_BYTES", small_bytes)
+    save_policy(build_tiny_policy(TINY), tmp_path / "m")
+    load_policy(tmp_path / "m")
+    err = capsys.readouterr().err
+    assert (("Writing model shards" in err) and ("Loading weights" in err)) == bars
+    from transformers.utils import logging as hf_logging
+    assert hf_logging.is_progress_bar_enabled()  # the global setting is restored
+
+
 def test_unknown_model_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="cannot load model"):
         load_policy(tmp_path / "nope")

@@ -6,6 +6,7 @@ real model loads by hub name or local path through the same `load_policy` code.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from swarmrl.runs.manifest import (POLICY_MANIFEST, CheckpointError, read_json, 
                                    write_dir_atomically, write_with_manifest)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+SMALL_MODEL_BYTES = 256 * 2**20
+"""Below this many bytes of weights a model loads and saves in well under a second: no progress bars."""
 
 
 @dataclass
@@ -71,9 +74,11 @@ class ModelLoadError(ValueError):
 def load_policy(name_or_path: str | Path, dtype: str = "float32") -> Policy:
     """Load a saved swarmrl policy, a local HF model directory, or a hub id (if reachable)."""
     local = Path(name_or_path).is_dir()
+    nbytes = sum(f.stat().st_size for f in Path(name_or_path).glob("*.safetensors")) if local else None
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=DTYPES[dtype])
+        with _bars_if_large(nbytes):
+            model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=DTYPES[dtype])
     except Exception as e:
         # Libraries report a damaged file as OSError, ValueError, JSON or safetensors errors;
         # one type that names the directory lets callers (and the CLI) report it plainly.
@@ -96,8 +101,25 @@ def save_policy(policy: Policy, path: str | Path) -> None:
     """Weights (safetensors), config and tokenizer side by side: a loadable HF directory."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    policy.model.save_pretrained(path, safe_serialization=True)
+    with _bars_if_large(sum(p.numel() * p.element_size() for p in policy.model.parameters())):
+        policy.model.save_pretrained(path, safe_serialization=True)
     policy.tokenizer.save_pretrained(path)
+
+
+@contextmanager
+def _bars_if_large(nbytes: int | None):
+    """transformers' progress bars only for weights of at least SMALL_MODEL_BYTES (None: unknown,
+    a hub download): the tiny model's bars, one per load and save on every rank, would bury the
+    run's own progress lines while measuring nothing."""
+    from transformers.utils import logging as hf_logging
+    quiet = nbytes is not None and nbytes < SMALL_MODEL_BYTES and hf_logging.is_progress_bar_enabled()
+    if quiet:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if quiet:
+            hf_logging.enable_progress_bar()
 
 
 def stage_run_policy(policy: Policy, path: Path, step: int | None = None) -> None:
