@@ -95,20 +95,6 @@ def test_import_is_cheap():
     assert out == "", f"`import swarmrl` imported {out}"
 
 
-def test_warm_start_choice_follows_warmstart_enabled_and_the_protocol(tmp_path):
-    from swarmrl.api import _policy_init, needs_warm_start
-    from swarmrl.config import load_config
-    assert needs_warm_start(load_config(None))  # the tiny model under compact: warm start
-    assert not needs_warm_start(load_config(None, ["warmstart.enabled=never"]))
-    assert not needs_warm_start(load_config(None, ["model.name_or_path=some/model"]))
-    with pytest.raises(swarmrl.ConfigError, match="warmstart.enabled=always.*model.name_or_path"):
-        _policy_init(load_config(None, ["model.name_or_path=x", "warmstart.enabled=always"]), print)
-    cfg = load_config(None, ["warmstart.enabled=never", f"warmstart.cache_dir={tmp_path}", "model.hidden_size=32",
-                             "model.num_layers=1", "model.intermediate_size=64"])
-    first, second = _policy_init(cfg, lambda *_: None), _policy_init(cfg, lambda *_: None)
-    assert first == second and (first / "config.json").exists()  # a random init, cached by its config
-
-
 @pytest.mark.parametrize("overrides, sizes", [
     ([], [1, 2, 4, 8]),  # the full team (CEO + 3 experts) is already on the default grid
     (["workflow.max_experts=8"], [1, 2, 4, 8, 9]),  # the demo's: 9 agents trained, so 9 is measured

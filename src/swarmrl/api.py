@@ -166,6 +166,7 @@ def train(config: str | Path | Config | None = "rlcr_arith", out: str | Path | N
     from swarmrl.build import check_plugins
     from swarmrl.distributed.launch import launch_needed, rank_config
     from swarmrl.distributed.torchrun import check_learner
+    from swarmrl.policy.start import policy_init, ranks_warm_start
     from swarmrl.rl.loop import train as train_loop
     if out is None:
         raise ConfigError("train needs --out DIR (or --resume DIR)")
@@ -178,74 +179,13 @@ def train(config: str | Path | Config | None = "rlcr_arith", out: str | Path | N
     check_out(Path(out), overwrite)  # before a warm start that may take minutes
     if init is not None and not Path(init).is_dir():
         raise ConfigError(f"--init {init}: no such model directory")
-    init_dir = Path(init) if init is not None else _policy_init(cfg, log)
+    if init is not None:
+        init_dir = Path(init)
+    elif ranks_warm_start(cfg):  # the training's ranks warm-start first
+        init_dir = None
+    else:
+        init_dir = policy_init(cfg, log)
     return _as_run(train_loop(cfg, Path(out), init_policy=init_dir, log=log, overwrite=overwrite))
-
-
-def _policy_init(cfg: Config, log: Log) -> Path:
-    """Where RL starts: `model.name_or_path` as it is; else the warm start when
-    `warmstart.enabled` asks for one (auto: the tiny model under the compact protocol, which
-    knows nothing else); else a randomly initialised tiny model (cached by its config)."""
-    from swarmrl.distributed.torchrun import launch_world
-    from swarmrl.policy.warmstart import warm_start
-    if cfg.model.name_or_path:
-        if cfg.warmstart.enabled == "always":
-            raise ConfigError("warmstart.enabled=always: the warm start trains the tiny model built from model.*, "
-                              f"but model.name_or_path={cfg.model.name_or_path} is set (that model is the prior); "
-                              "drop one of them")
-        return Path(cfg.model.name_or_path)
-    if not needs_warm_start(cfg):
-        return _random_init(cfg, log)
-    if launch_world()[1] > 1:  # torchrun's ranks would each train (and write) the same warm start
-        return _cached_warm_start(cfg)
-    return warm_start(cfg, log=log)
-
-
-def needs_warm_start(cfg: Config) -> bool:
-    """Whether a run of `cfg` without --init starts from the warm start (`warmstart.enabled`)."""
-    if cfg.model.name_or_path or cfg.warmstart.enabled == "never":
-        return False
-    if cfg.warmstart.enabled == "always":
-        return True
-    from swarmrl.collective.protocol import resolve_protocol
-    from swarmrl.policy.tokenizer import build_tokenizer
-    return resolve_protocol(cfg.model, build_tokenizer()) == "compact"
-
-
-def _random_init(cfg: Config, log: Log) -> Path:
-    """A randomly initialised tiny model, cached by its config (every rank of torchrun reads the
-    same one; writing is atomic so ranks racing to create it agree)."""
-    import hashlib
-    import json
-    import os
-    import tempfile
-
-    from swarmrl.paths import cache_dir
-    key = hashlib.sha256(json.dumps([cfg.model.__dict__, cfg.warmstart.seed], sort_keys=True).encode()).hexdigest()[:16]
-    out = cache_dir(cfg.warmstart.cache_dir) / f"random-{key}"
-    if not (out / "config.json").exists():
-        tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
-        random_model(cfg, tmp, seed=cfg.warmstart.seed)
-        try:
-            os.rename(tmp, out)
-        except OSError:  # another process made it first
-            import shutil
-            shutil.rmtree(tmp, ignore_errors=True)
-    log(f"no warm start (warmstart.enabled={cfg.warmstart.enabled}, model.protocol={cfg.model.protocol}): "
-        f"RL starts from a randomly initialised tiny model ({out})")
-    return out
-
-
-def _cached_warm_start(cfg: Config) -> Path:
-    """The warm start's cache directory (policy/warmstart.py `warm_start` writes it there), which
-    every rank of a sharded learner reads; an error naming the command that fills it if empty."""
-    from swarmrl.paths import cache_dir
-    from swarmrl.policy.warmstart import warmstart_key
-    path = cache_dir(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"
-    if not (path / "warmstart.json").exists():
-        raise ConfigError("under torchrun every rank starts from the same model: warm-start once first with "
-                          "`swarmrl pretrain CONFIG [same overrides]`, or pass --init DIR or model.name_or_path")
-    return path
 
 
 def resume(run_dir: str | Path, overrides: Overrides = None, log: Log = print) -> Run:

@@ -23,11 +23,6 @@ from swarmrl.config import Config, ConfigError, load_config
 from swarmrl.config_load import DEMO_CONFIG, read_yaml, resolve_config
 
 
-def _policy_init(cfg: Config, log) -> Path:
-    from swarmrl.api import _policy_init
-    return _policy_init(cfg, log)
-
-
 def cmd_pretrain(args, console: Console) -> int:
     from swarmrl.distributed.torchrun import is_writer
     path = api.pretrain(args.config, args.overrides, force=args.force, log=console.print)
@@ -91,29 +86,55 @@ def _timed(phases: dict[str, float], name: str):
         phases[name] = round(phases.get(name, 0.0) + time.perf_counter() - t0, 2)
 
 
+def _demo_train(cfg: Config, out: Path, limit: float, phases: dict, console: Console) -> tuple:
+    """Warm start, its evaluation, RLCR training: (run, evaluation). Where training's ranks warm-start
+    first (policy/start.py `ranks_warm_start`), they start once for both; the evaluation follows."""
+    from swarmrl.policy.model import load_policy
+    from swarmrl.policy.start import cached_warm_start, policy_init, ranks_warm_start
+    from swarmrl.rl.evaluate import evaluate
+    from swarmrl.rl.loop import train
+    warm = "warm start (supervised, on scripted demonstrations of every strategy)"
+    rl = f"RLCR training: {cfg.rl.steps} steps, deadline {cfg.time_limit.start:g} -> {cfg.time_limit.end:g} s"
+    evaluating = f"evaluate the warm-started policy at the final time limit ({limit:g} s)"
+    if ranks_warm_start(cfg):
+        console.rule(f"1/4 {warm}, then 2/4 {rl}, on the same {cfg.learner.processes} processes")
+        with _timed(phases, "train"):
+            run = train(cfg, out, init_policy=None, log=console.print, overwrite=True)
+        init = cached_warm_start(cfg)
+        # the ranks' own seconds; their start is in `train`, as where they start twice
+        phases["warm_start"] = round(json.loads((init / "warmstart.json").read_text())["seconds"], 2)
+        phases["train"] = round(phases["train"] - phases["warm_start"], 2)
+        console.rule(f"3/4 {evaluating}")
+        with _timed(phases, "evaluate_before"):
+            before = evaluate(cfg, load_policy(init), time_limit=limit)
+        _print_eval(console, before, "warm start")
+        return run, before
+    console.rule(f"1/4 {warm}")
+    with _timed(phases, "warm_start"):
+        init = policy_init(cfg, console.print)
+    console.rule(f"2/4 {evaluating}")
+    with _timed(phases, "evaluate_before"):
+        before = evaluate(cfg, load_policy(init), time_limit=limit)
+    _print_eval(console, before, "warm start")
+    console.rule(f"3/4 {rl}")
+    with _timed(phases, "train"):  # the ranks' start and the final checkpoint and plots included
+        run = train(cfg, out, init_policy=init, log=console.print, overwrite=True)
+    return run, before
+
+
 def cmd_demo(args, console: Console) -> int:
     """Warm start -> evaluate -> RLCR training -> evaluate, on the embedded default."""
     import torch
-    from swarmrl.policy.model import load_policy
     from swarmrl.rl.evaluate import evaluate
-    from swarmrl.rl.loop import load_trained_policy, train
+    from swarmrl.rl.loop import load_trained_policy
     from swarmrl.distributed.launch import launch_needed, rank_config
     t0, phases = time.perf_counter(), {}
     cfg = load_config(resolve_config(args.config or DEMO_CONFIG), args.overrides)
     if launch_needed(cfg):  # training's ranks can run here: an error now, not after the warm start
         rank_config(cfg)
     torch.set_num_threads(cfg.run.threads)
-    console.rule("1/4 warm start (supervised, on scripted demonstrations of every strategy)")
-    with _timed(phases, "warm_start"):
-        init = _policy_init(cfg, console.print)
     limit = cfg.eval.time_limit or cfg.time_limit.end
-    console.rule(f"2/4 evaluate the warm-started policy at the final time limit ({limit:g} s)")
-    with _timed(phases, "evaluate_before"):
-        before = evaluate(cfg, load_policy(init), time_limit=limit)
-    _print_eval(console, before, "warm start")
-    console.rule(f"3/4 RLCR training: {cfg.rl.steps} steps, deadline {cfg.time_limit.start:g} -> {cfg.time_limit.end:g} s")
-    with _timed(phases, "train"):  # the ranks' start and the final checkpoint and plots included
-        run = train(cfg, Path(args.out), init_policy=init, log=console.print, overwrite=True)
+    run, before = _demo_train(cfg, Path(args.out), limit, phases, console)
     console.rule("4/4 evaluate the trained policy at the same limit")
     with _timed(phases, "evaluate_after"):
         after = evaluate(cfg, load_trained_policy(run.path)[0], time_limit=limit)

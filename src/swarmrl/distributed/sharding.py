@@ -73,12 +73,18 @@ class ShardedLearner:
         if not dist.is_initialized():
             return
         try:
+            self.barrier()
+        finally:
+            dist.destroy_process_group()
+
+    def barrier(self) -> None:
+        """Every rank waits here for the others (gloo: one that never arrives fails it after a
+        minute, and it returns all the same: `close` destroys the group after it)."""
+        try:
             if self.backend == "gloo":
                 dist.monitored_barrier(timeout=timedelta(seconds=60))
         except RuntimeError:
             pass
-        finally:
-            dist.destroy_process_group()
 
     # ------------------------------------------------------------------ objects
     def all_gather(self, obj) -> list:

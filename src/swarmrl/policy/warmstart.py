@@ -323,8 +323,10 @@ def check_warm_start(cfg: Config) -> None:
                           "or train --init <model dir>")
 
 
-def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
-    """Return the directory of the warm-started policy, training it if not cached."""
+def warm_start(cfg: Config, log=print, force: bool = False, keep_group: bool = False) -> Path:
+    """Return the directory of the warm-started policy, training it if not cached. `keep_group`:
+    under torchrun, leave the ranks' process group open for the training that follows (a group
+    destroyed and opened again under torchrun's rendezvous hangs)."""
     check_warm_start(cfg)
     out = cache_dir(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"  # ConfigError if unwritable
     if (out / "warmstart.json").exists() and not force:
@@ -341,8 +343,8 @@ def warm_start(cfg: Config, log=print, force: bool = False) -> Path:
     try:
         _train_warm_start(cfg, out, learner, log if is_writer() else (lambda *a, **k: None), force)
     finally:
-        if learner is not None:
-            learner.close()  # a barrier first: no rank returns before rank 0 has written `out`
+        if learner is not None:  # a barrier first: no rank returns before rank 0 has written `out`
+            learner.barrier() if keep_group else learner.close()
     return out
 
 

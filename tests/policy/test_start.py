@@ -1,0 +1,45 @@
+"""Where RL starts (policy/start.py): the named model, the warm start, or a random tiny model;
+and when training's own ranks warm-start first."""
+
+import pytest
+
+from swarmrl.config import ConfigError, load_config
+from swarmrl.policy.start import needs_warm_start, policy_init, ranks_warm_start, warm_start_path
+
+TINY_MODEL = ["model.hidden_size=32", "model.num_layers=1", "model.intermediate_size=64"]
+
+
+def test_warm_start_choice_follows_warmstart_enabled_and_the_protocol(tmp_path):
+    assert needs_warm_start(load_config(None))  # the tiny model under compact: warm start
+    assert not needs_warm_start(load_config(None, ["warmstart.enabled=never"]))
+    assert not needs_warm_start(load_config(None, ["model.name_or_path=some/model"]))
+    with pytest.raises(ConfigError, match="warmstart.enabled=always.*model.name_or_path"):
+        policy_init(load_config(None, ["model.name_or_path=x", "warmstart.enabled=always"]), print)
+    cfg = load_config(None, ["warmstart.enabled=never", f"warmstart.cache_dir={tmp_path}", *TINY_MODEL])
+    first, second = policy_init(cfg, lambda *_: None), policy_init(cfg, lambda *_: None)
+    assert first == second and (first / "config.json").exists()  # a random init, cached by its config
+
+
+def test_training_ranks_warm_start_only_when_they_are_launched_uncached_and_as_many(tmp_path, monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    base = [f"warmstart.cache_dir={tmp_path}", *TINY_MODEL, "run.threads=2"]
+    both = load_config(None, [*base, "learner.processes=2", "warmstart.processes=2"])
+    assert ranks_warm_start(both)
+    assert not ranks_warm_start(load_config(None, [*base, "learner.processes=1", "warmstart.processes=2"]))
+    assert not ranks_warm_start(load_config(None, [*base, "learner.processes=2", "warmstart.processes=1"]))
+    assert not ranks_warm_start(load_config(None, [*base, "learner.processes=2", "warmstart.processes=2",
+                                                   "warmstart.enabled=never"]))
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a rank: it never launches ranks of its own
+    assert not ranks_warm_start(both)
+    monkeypatch.delenv("WORLD_SIZE")
+    warm_start_path(both).mkdir(parents=True)
+    (warm_start_path(both) / "warmstart.json").write_text("{}")  # cached: nothing to train
+    assert not ranks_warm_start(both)
+
+
+def test_a_rank_without_the_cached_warm_start_of_another_rank_count_says_what_fills_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    cfg = load_config(None, [f"warmstart.cache_dir={tmp_path}", *TINY_MODEL, "warmstart.processes=1"])
+    with pytest.raises(ConfigError, match="swarmrl pretrain.*warmstart.processes to the number of ranks"):
+        policy_init(cfg, print)
