@@ -97,7 +97,8 @@ def _demo_train(cfg: Config, out: Path, limit: float, phases: dict, console: Con
     rl = f"RLCR training: {cfg.rl.steps} steps, deadline {cfg.time_limit.start:g} -> {cfg.time_limit.end:g} s"
     evaluating = f"evaluate the warm-started policy at the final time limit ({limit:g} s)"
     if ranks_warm_start(cfg):
-        console.rule(f"1/4 {warm}, then 2/4 {rl}, on the same {cfg.learner.processes} processes")
+        console.rule(f"1/4 warm start and 2/4 RLCR training, on the same {cfg.learner.processes} processes")
+        console.print(f"{warm}; then {rl}")
         with _timed(phases, "train"):
             run = train(cfg, out, init_policy=None, log=console.print, overwrite=True)
         init = cached_warm_start(cfg)

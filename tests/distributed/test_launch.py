@@ -169,6 +169,22 @@ def test_training_ranks_warm_start_first_on_one_start_of_the_ranks(tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_the_demo_from_nothing_cached_starts_its_ranks_once_and_evaluates_the_warm_start_after(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--config", str(TINY), "--out", str(out), "learner.processes=2", "warmstart.processes=2",
+                 "run.threads=2", "rl.steps=1", f"warmstart.cache_dir={tmp_path / 'cache'}"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("starting 2 processes") == 1
+    assert text.index("2/4 RLCR training") < text.index("3/4 evaluate the warm-started policy") < text.index("4/4")
+    summary = json.loads((out / "demo_summary.json").read_text())
+    (cached,) = (tmp_path / "cache").glob("warmstart-*")
+    # the warm start's phase is the ranks' own seconds; training holds the rest of the launch
+    assert summary["phases_s"]["warm_start"] == round(json.loads((cached / "warmstart.json").read_text())["seconds"], 2)
+    assert 0 < summary["phases_s"]["rl_steps"] <= summary["phases_s"]["train"]
+    again = api.evaluate(cached, ["run.threads=2"], config=str(TINY), time_limit=summary["time_limit"])
+    assert summary["eval_before"]["latency_mean"] == again["latency_mean"]  # the warm start it evaluated
+
+
 @pytest.fixture(scope="module")
 def init(tmp_path_factory) -> Path:
     return api.random_model(str(TINY), tmp_path_factory.mktemp("init") / "model")
