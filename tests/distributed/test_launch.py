@@ -153,23 +153,10 @@ def test_the_warm_start_on_two_ranks_is_one_process_bit_for_bit(tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_training_ranks_warm_start_first_on_one_start_of_the_ranks(tmp_path):
-    """learner.processes and warmstart.processes both 2, nothing cached: `train` starts its 2
-    ranks once; they warm-start together (one process's weights, bit for bit), then train."""
-    lines = []
-    run = api.train(str(TINY), tmp_path / "run", ["run.progress=false", "run.threads=2", "rl.steps=1",
-                                                  "eval.val_interval=0", "learner.processes=2", "warmstart.processes=2",
-                                                  f"warmstart.cache_dir={tmp_path / 'two'}"], log=lines.append)
-    assert sum("starting 2 processes" in str(line) for line in lines) == 1
-    assert len((run.path / "metrics.jsonl").read_text().splitlines()) == 1
-    single = api.pretrain(str(TINY), ["run.progress=false", "run.threads=1", f"warmstart.cache_dir={tmp_path / 'one'}"])
-    launched = tmp_path / "two" / single.name
-    assert json.loads((launched / "warmstart.json").read_text())["processes"] == 2
-    a, b = (load_file(p / "model.safetensors") for p in (launched, single))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-
-
 def test_the_demo_from_nothing_cached_starts_its_ranks_once_and_evaluates_the_warm_start_after(tmp_path, capsys):
+    """learner.processes and warmstart.processes both 2, nothing cached: the ranks start once;
+    they warm-start together (one process's weights, bit for bit), then train; the warm start is
+    evaluated after them."""
     out = tmp_path / "demo"
     assert main(["demo", "--config", str(TINY), "--out", str(out), "learner.processes=2", "warmstart.processes=2",
                  "run.threads=2", "rl.steps=1", f"warmstart.cache_dir={tmp_path / 'cache'}"]) == 0
@@ -183,6 +170,10 @@ def test_the_demo_from_nothing_cached_starts_its_ranks_once_and_evaluates_the_wa
     assert 0 < summary["phases_s"]["rl_steps"] <= summary["phases_s"]["train"]
     again = api.evaluate(cached, ["run.threads=2"], config=str(TINY), time_limit=summary["time_limit"])
     assert summary["eval_before"]["latency_mean"] == again["latency_mean"]  # the warm start it evaluated
+    single = api.pretrain(str(TINY), ["run.progress=false", "run.threads=1", f"warmstart.cache_dir={tmp_path / 'one'}"])
+    assert single.name == cached.name and json.loads((cached / "warmstart.json").read_text())["processes"] == 2
+    a, b = (load_file(p / "model.safetensors") for p in (cached, single))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.fixture(scope="module")
