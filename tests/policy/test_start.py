@@ -29,6 +29,9 @@ def test_training_ranks_warm_start_only_when_they_are_launched_uncached_and_as_m
     assert not ranks_warm_start(load_config(None, [*base, "learner.processes=2", "warmstart.processes=1"]))
     assert not ranks_warm_start(load_config(None, [*base, "learner.processes=2", "warmstart.processes=2",
                                                    "warmstart.enabled=never"]))
+    # training over nccl cannot keep the warm start's gloo group: the warm start gets ranks of its own
+    assert not ranks_warm_start(load_config(None, [*base, "learner.processes=2", "warmstart.processes=2",
+                                                   "learner.dist_backend=nccl"]))
     monkeypatch.setenv("WORLD_SIZE", "2")  # a rank: it never launches ranks of its own
     assert not ranks_warm_start(both)
     monkeypatch.delenv("WORLD_SIZE")

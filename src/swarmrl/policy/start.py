@@ -20,11 +20,19 @@ def ranks_warm_start(cfg: Config) -> bool:
     first: a rank's error would only read as "a rank failed"."""
     from swarmrl.distributed.launch import launch_needed
     from swarmrl.policy.warmstart import check_warm_start
-    if not (launch_needed(cfg) and needs_warm_start(cfg) and cfg.warmstart.processes == cfg.learner.processes
+    if not (launch_needed(cfg) and needs_warm_start(cfg) and one_group(cfg, cfg.learner.processes)
             and not (warm_start_path(cfg) / "warmstart.json").exists()):
         return False
     check_warm_start(cfg)
     return True
+
+
+def one_group(cfg: Config, world: int) -> bool:
+    """`world` ranks can warm-start and then train in one process group: the warm start asks for
+    as many ranks and trains over gloo, which training then keeps, so training must use gloo too
+    (a CPU learner; under nccl the warm start runs on ranks of its own)."""
+    from swarmrl.distributed.torchrun import dist_backend
+    return cfg.warmstart.processes == world and dist_backend(cfg) == "gloo"
 
 
 def policy_init(cfg: Config, log=print) -> Path:
@@ -42,7 +50,7 @@ def policy_init(cfg: Config, log=print) -> Path:
     if not needs_warm_start(cfg):
         return random_init(cfg, log)
     world = launch_world()[1]
-    if world > 1 and (cfg.warmstart.processes != world or (warm_start_path(cfg) / "warmstart.json").exists()):
+    if world > 1 and (not one_group(cfg, world) or (warm_start_path(cfg) / "warmstart.json").exists()):
         return cached_warm_start(cfg)
     return warm_start(cfg, log=log, keep_group=world > 1)  # ranks: together, then training on the same group
 
@@ -90,7 +98,8 @@ def cached_warm_start(cfg: Config) -> Path:
     if not (path / "warmstart.json").exists():
         raise ConfigError("under torchrun every rank starts from the same model: warm-start once first with "
                           "`swarmrl pretrain CONFIG [same overrides]`, set warmstart.processes to the number of "
-                          "ranks (they then warm-start together), or pass --init DIR or model.name_or_path")
+                          "ranks (with a gloo learner they then warm-start together), or pass --init DIR or "
+                          "model.name_or_path")
     return path
 
 
