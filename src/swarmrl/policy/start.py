@@ -14,7 +14,8 @@ from swarmrl.config import Config, ConfigError
 
 def ranks_warm_start(cfg: Config) -> bool:
     """Training's ranks warm-start first, on the same processes: one start of the ranks instead
-    of two (each imports torch and transformers, about 10 s on 2 cores). Where training launches
+    of two (each imports torch and transformers: 7-15 s for 2 ranks on 2 cores,
+    benchmarks/rank_start.py). Where training launches
     learner.processes ranks, the run starts from the warm start, it is not cached yet, and
     warmstart.processes asks for as many ranks. Where it does, the warm start's own checks run here
     first: a rank's error would only read as "a rank failed"."""
