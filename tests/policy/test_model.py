@@ -44,14 +44,20 @@ def test_saved_model_loads_by_path_through_the_hub_code_path(tmp_path):
 @pytest.mark.parametrize("small_bytes, bars", [(None, False), (0, True)])
 def test_progress_bars_only_for_weights_of_at_least_small_model_bytes(tmp_path, capsys, monkeypatch, small_bytes, bars):
     import swarmrl.policy.model as model_module
+    from transformers.utils import logging as hf_logging
     if small_bytes is not None:  # every model counts as large
         monkeypatch.setattr(model_module, "SMALL_MODEL_BYTES", small_bytes)
-    save_policy(build_tiny_policy(TINY), tmp_path / "m")
-    load_policy(tmp_path / "m")
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as by default, whatever this environment set
+    try:
+        save_policy(build_tiny_policy(TINY), tmp_path / "m")
+        load_policy(tmp_path / "m")
+        assert hf_logging.is_progress_bar_enabled()  # the global setting is restored
+    finally:
+        if not was:
+            hf_logging.disable_progress_bar()
     err = capsys.readouterr().err
     assert (("Writing model shards" in err) and ("Loading weights" in err)) == bars
-    from transformers.utils import logging as hf_logging
-    assert hf_logging.is_progress_bar_enabled()  # the global setting is restored
 
 
 def test_unknown_model_is_a_clear_error(tmp_path):
