@@ -181,7 +181,8 @@ def train(config: str | Path | Config | None = "rlcr_arith", out: str | Path | N
         raise ConfigError(f"--init {init}: no such model directory")
     if init is not None:
         init_dir = Path(init)
-    elif ranks_warm_start(cfg):  # the training's ranks warm-start first
+    elif ranks_warm_start(cfg):
+        log(f"the warm start is not cached: the {cfg.learner.processes} training ranks train it first")
         init_dir = None
     else:
         init_dir = policy_init(cfg, log)
