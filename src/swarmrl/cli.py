@@ -95,7 +95,14 @@ def _demo_train(cfg: Config, out: Path, limit: float, phases: dict, console: Con
     from swarmrl.rl.loop import train
     warm = "warm start (supervised, on scripted demonstrations of every strategy)"
     rl = f"RLCR training: {cfg.rl.steps} steps, deadline {cfg.time_limit.start:g} -> {cfg.time_limit.end:g} s"
-    evaluating = f"evaluate the warm-started policy at the final time limit ({limit:g} s)"
+
+    def evaluated(init: Path, step: str) -> dict:
+        console.rule(f"{step} evaluate the warm-started policy at the final time limit ({limit:g} s)")
+        with _timed(phases, "evaluate_before"):
+            before = evaluate(cfg, load_policy(init), time_limit=limit)
+        _print_eval(console, before, "warm start")
+        return before
+
     if ranks_warm_start(cfg):
         console.rule(f"1/4 warm start and 2/4 RLCR training, on the same {cfg.learner.processes} processes")
         console.print(f"{warm}; then {rl}")
@@ -105,18 +112,11 @@ def _demo_train(cfg: Config, out: Path, limit: float, phases: dict, console: Con
         # the ranks' own seconds; their start is in `train`, as where they start twice
         phases["warm_start"] = round(json.loads((init / "warmstart.json").read_text())["seconds"], 2)
         phases["train"] = round(phases["train"] - phases["warm_start"], 2)
-        console.rule(f"3/4 {evaluating}")
-        with _timed(phases, "evaluate_before"):
-            before = evaluate(cfg, load_policy(init), time_limit=limit)
-        _print_eval(console, before, "warm start")
-        return run, before
+        return run, evaluated(init, "3/4")
     console.rule(f"1/4 {warm}")
     with _timed(phases, "warm_start"):
         init = policy_init(cfg, console.print)
-    console.rule(f"2/4 {evaluating}")
-    with _timed(phases, "evaluate_before"):
-        before = evaluate(cfg, load_policy(init), time_limit=limit)
-    _print_eval(console, before, "warm start")
+    before = evaluated(init, "2/4")
     console.rule(f"3/4 {rl}")
     with _timed(phases, "train"):  # the ranks' start and the final checkpoint and plots included
         run = train(cfg, out, init_policy=init, log=console.print, overwrite=True)
