@@ -15,14 +15,14 @@ from swarmrl.config import Config, ConfigError
 def ranks_warm_start(cfg: Config) -> bool:
     """Training's ranks warm-start first, on the same processes: one start of the ranks instead
     of two (each imports torch and transformers: 7-15 s for 2 ranks on 2 cores,
-    benchmarks/rank_start.py). Where training launches
-    learner.processes ranks, the run starts from the warm start, it is not cached yet, and
-    warmstart.processes asks for as many ranks. Where it does, the warm start's own checks run here
-    first: a rank's error would only read as "a rank failed"."""
+    benchmarks/rank_start.py). Where training launches learner.processes ranks, the run starts
+    from the warm start, it is not cached yet, and the ranks can share one group (`one_group`).
+    Where they do, the warm start's own checks run here first: a rank's error would only read as
+    "a rank failed"."""
     from swarmrl.distributed.launch import launch_needed
     from swarmrl.policy.warmstart import check_warm_start
     if not (launch_needed(cfg) and needs_warm_start(cfg) and one_group(cfg, cfg.learner.processes)
-            and not (warm_start_path(cfg) / "warmstart.json").exists()):
+            and not is_cached(cfg)):
         return False
     check_warm_start(cfg)
     return True
@@ -51,7 +51,7 @@ def policy_init(cfg: Config, log=print) -> Path:
     if not needs_warm_start(cfg):
         return random_init(cfg, log)
     world = launch_world()[1]
-    if world > 1 and (not one_group(cfg, world) or (warm_start_path(cfg) / "warmstart.json").exists()):
+    if world > 1 and (not one_group(cfg, world) or is_cached(cfg)):
         return cached_warm_start(cfg)
     return warm_start(cfg, log=log, keep_group=world > 1)  # ranks: together, then training on the same group
 
@@ -95,13 +95,17 @@ def random_init(cfg: Config, log=print) -> Path:
 def cached_warm_start(cfg: Config) -> Path:
     """The warm start's cache directory (policy/warmstart.py `warm_start` writes it there), which
     every rank of a sharded learner reads; an error naming the command that fills it if empty."""
-    path = warm_start_path(cfg)
-    if not (path / "warmstart.json").exists():
+    if not is_cached(cfg):
         raise ConfigError("under torchrun every rank starts from the same model: warm-start once first with "
                           "`swarmrl pretrain CONFIG [same overrides]`, set warmstart.processes to the number of "
                           "ranks (with a gloo learner they then warm-start together), or pass --init DIR or "
                           "model.name_or_path")
-    return path
+    return warm_start_path(cfg)
+
+
+def is_cached(cfg: Config) -> bool:
+    """The warm start of `cfg` is complete in the cache (its marker file travels with it)."""
+    return (warm_start_path(cfg) / "warmstart.json").exists()
 
 
 def warm_start_path(cfg: Config) -> Path:
