@@ -205,6 +205,7 @@ def test_to_dict_round_trips():
     ("warmstart.demos_per_strategy=0", "warmstart.demos_per_strategy must be >= 1, got 0"),
     ("warmstart.lr=0", "warmstart.lr must be > 0"),
     ("warmstart.seed=-1", "warmstart.seed must be >= 0"),
+    ("warmstart.threads=-1", "warmstart.threads must be >= 0"),
     ("seed=-1", "seed must be >= 0 (numpy seeds are non-negative), got -1"),
     ("task.eval_seed=-1", "task.eval_seed must be >= 0"),
     ("policy.lora_alpha=0", "policy.lora_alpha must be > 0"),

@@ -74,6 +74,7 @@ _LOWER_BOUNDS: list[tuple[str, float, bool, str]] = [
     ("warmstart.batch_sequences", 1, False, ""),
     ("warmstart.length_group_batches", 0, False, ""),
     ("warmstart.seed", 0, False, "numpy seeds are non-negative"),
+    ("warmstart.threads", 0, False, "0 = run.threads shared over warmstart.processes"),
     ("run.checkpoint_every", 0, False, "0 = only the last step"),
     ("run.samples_per_step", 0, False, "0 = none"),
     ("run.threads", 1, False, "torch needs at least one thread"),

@@ -230,7 +230,15 @@ class WarmStartConfig:
     processes: int = 1
     """Processes the warm start trains on, started by itself like learner.processes: they share
     each batch's micro-batches and add the gradients in one process's order, so the weights are
-    one process's (bit for bit where the kernels round alike); not part of the cache key."""
+    those of one process computing with the same threads, bit for bit. Not part of the cache key;
+    the threads each of them computes with are (`threads`)."""
+    threads: int = 0
+    """torch threads each warm-start process computes with. 0 = run.threads shared over
+    `processes` (at least 1 each, as the ranks get them). Part of the cache key: the same
+    operations on other thread counts round otherwise on some CPUs (an Intel Xeon with AVX-512:
+    1 against 2 threads, 3.6e-7 apart after 80 batches), so one process with 2 threads and two
+    single-threaded ranks fill separate cache entries, and ranks with 1 thread each share one
+    process's with warmstart.threads=1."""
     enabled: Literal["auto", "always", "never"] = "auto"
     """Whether RL starts from the supervised warm start. `auto`: only for the built tiny model
     under the compact protocol (it knows nothing else); a Hugging Face model, or any model

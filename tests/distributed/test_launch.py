@@ -23,7 +23,7 @@ from swarmrl.cli import main
 from swarmrl.config import ConfigError
 from swarmrl.distributed import launch as launch_module
 from swarmrl.diagnostics.mfu import peak_key
-from swarmrl.distributed.launch import WARMSTART, launch_needed, rank_config, run_ranks
+from swarmrl.distributed.launch import WARMSTART, launch_needed, rank_config, run_ranks, warm_start_threads
 from swarmrl.policy.warmstart import warmstart_key
 
 from dist_helpers import TINY, TINY_LR, tiny_cfg
@@ -83,12 +83,38 @@ def test_processes_out_of_range_are_refused(key, bad):
         tiny_cfg(f"{key}={bad}")
 
 
-def test_the_warm_start_key_ignores_its_ranks():
-    """The ranks compute what one process computes (policy/warmstart.py `ranked_backward`), so
-    every rank count fills the same cache entry."""
-    one = warmstart_key(tiny_cfg())
-    assert one == warmstart_key(tiny_cfg("warmstart.processes=2")) == warmstart_key(tiny_cfg("warmstart.processes=3"))
-    assert one == warmstart_key(tiny_cfg("learner.processes=2"))
+def test_the_warm_start_key_follows_the_threads_each_process_computes_with_not_the_ranks():
+    """The ranks compute what one process computes (policy/warmstart.py `ranked_backward`) at the
+    same threads, so ranks of one thread each fill a one-thread process's cache entry; one process
+    with 2 threads rounds otherwise on some CPUs and fills its own."""
+    assert warm_start_threads(tiny_cfg("run.threads=2")) == 2
+    assert warm_start_threads(tiny_cfg("run.threads=2", "warmstart.processes=2")) == 1
+    assert warm_start_threads(tiny_cfg("run.threads=4", "warmstart.processes=2")) == 2
+    assert warm_start_threads(tiny_cfg("run.threads=2", "warmstart.processes=3")) == 1  # never 0
+    assert warm_start_threads(tiny_cfg("run.threads=2", "warmstart.threads=1")) == 1
+    one_thread = warmstart_key(tiny_cfg("run.threads=1"))
+    assert one_thread == warmstart_key(tiny_cfg("run.threads=2", "warmstart.processes=2"))
+    assert one_thread == warmstart_key(tiny_cfg("run.threads=2", "warmstart.threads=1"))
+    assert one_thread == warmstart_key(tiny_cfg("run.threads=3", "warmstart.processes=3"))
+    two_threads = warmstart_key(tiny_cfg("run.threads=2"))
+    assert two_threads != one_thread
+    assert two_threads == warmstart_key(tiny_cfg("run.threads=2", "learner.processes=2"))  # training's ranks
+    assert two_threads == warmstart_key(tiny_cfg("run.threads=4", "warmstart.processes=2"))
+
+
+@pytest.mark.parametrize("key", [WARMSTART, "learner.processes"])
+@pytest.mark.parametrize("threads", [2, 4])
+def test_a_rank_names_the_warm_start_by_the_callers_key(key, threads):
+    """A rank's run.threads is its share; the warm start's threads travel pinned, so the ranks
+    look up (or fill) the entry the caller checked."""
+    cfg = tiny_cfg(f"run.threads={threads}", "warmstart.processes=2", "learner.processes=2")
+    ranked = rank_config(cfg, key)
+    assert ranked.run.threads == threads // 2
+    assert ranked.warmstart.threads == threads // 2
+    assert warmstart_key(ranked) == warmstart_key(cfg)
+    alone = tiny_cfg(f"run.threads={threads}", "learner.processes=2")  # a one-process warm start
+    assert rank_config(alone).warmstart.threads == threads
+    assert warmstart_key(rank_config(alone)) == warmstart_key(alone)
 
 
 def test_warm_start_ranks_skip_the_training_checks():

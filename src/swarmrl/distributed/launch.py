@@ -41,6 +41,12 @@ def processes(cfg: Config, key: str = LEARNER) -> int:
     return cfg.learner.processes if key == LEARNER else cfg.warmstart.processes
 
 
+def warm_start_threads(cfg: Config) -> int:
+    """The torch threads each process training the warm start computes with: warmstart.threads,
+    else run.threads shared over warmstart.processes as `rank_overrides` shares them."""
+    return cfg.warmstart.threads or max(1, cfg.run.threads // cfg.warmstart.processes)
+
+
 def launch_needed(cfg: Config, key: str = LEARNER) -> bool:
     """This process should start ranks rather than train itself: `key` asks for more than one
     and no launcher started this process."""
@@ -49,8 +55,10 @@ def launch_needed(cfg: Config, key: str = LEARNER) -> bool:
 
 def rank_overrides(cfg: Config, key: str = LEARNER) -> list[str]:
     """What a rank changes in the caller's config: its share of the threads, and for training a
-    multi-process strategy."""
-    out = [f"run.threads={max(1, cfg.run.threads // processes(cfg, key))}"]
+    multi-process strategy. The warm start's threads are pinned to the caller's reading, so every
+    rank names the warm start by the caller's cache key (a rank's own run.threads is its share)."""
+    out = [f"run.threads={max(1, cfg.run.threads // processes(cfg, key))}",
+           f"warmstart.threads={warm_start_threads(cfg)}"]
     if key == LEARNER and cfg.learner.strategy == "single":
         out.append("learner.strategy=ddp")
     return out

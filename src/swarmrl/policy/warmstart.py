@@ -34,7 +34,7 @@ from swarmrl.build import check_plugins, make_runtime
 from swarmrl.collective import handlers as handlers_module, protocol as protocol_module
 from swarmrl.collective import runtime as runtime_module, tools as tools_module
 from swarmrl.config import Config, ConfigError
-from swarmrl.distributed.launch import WARMSTART, launch, launch_needed
+from swarmrl.distributed.launch import WARMSTART, launch, launch_needed, warm_start_threads
 from swarmrl.distributed.sharding import ShardedLearner, flat_grads
 from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.paths import cache_dir
@@ -115,8 +115,9 @@ def warmstart_key(cfg: Config) -> str:
         "task": cfg.task.__dict__, "clock": cfg.clock.__dict__,
         "demo_set": scenario.demo_set, **scenario.demo_key(),
         **({"groups": cfg.workflow.groups} if cfg.workflow.groups != 1 else {}),  # groups see variants in demos too
-        # not processes: ranks compute what one process computes, in its order (ranked_backward)
-        "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k not in ("cache_dir", "processes")},
+        # ranks compute what one process computes (ranked_backward), at threads that set the rounding
+        "warmstart": {k: v for k, v in cfg.warmstart.__dict__.items() if k not in ("cache_dir", "processes", "threads")},
+        "warmstart_threads": warm_start_threads(cfg),
         # these change only how the sampler computes, never a demonstration
         "sampler": {k: v for k, v in cfg.sampler.__dict__.items() if k not in _SAMPLER_COMPUTE_ONLY},
         # the micro-batches' split sets the order in which their gradients add up: the weights' last bits
@@ -274,10 +275,9 @@ def ranked_backward(model: torch.nn.Module, micros: list[list[TrainSeq]], pad_id
     """This rank backpropagates its micro-batches (`micro_owners`) one at a time; the ranks then
     exchange every micro-batch's gradient, and each rank adds them in micro-batch order, the order
     in which one process's .grad accumulates them. So the ranks compute what one process computes,
-    operation for operation: where the kernels round alike (one thread per rank against a
-    one-thread process; on this CPU, two threads too) the weights are the same bits. Every
-    parameter of the tiny model takes part in every forward (a gradient that is None counts as
-    zeros). Returns the batch's loss, added in the same order."""
+    operation for operation, so with the same threads (the cache key's `warmstart_threads`) the
+    weights are the same bits. Every parameter of the tiny model takes part in every forward (a
+    gradient that is None counts as zeros). Returns the batch's loss, added in the same order."""
     params = list(model.parameters())
     size = sum(p.numel() for p in params) + 1  # the flat gradient, then the loss
     owner = micro_owners(micros, learner.world)
@@ -363,7 +363,7 @@ def _open_ranks(cfg: Config) -> ShardedLearner | None:
 def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, log, force: bool = False) -> None:
     """Demonstrations, supervised training, and (rank 0) the cache directory `out`."""
     t0 = time.perf_counter()
-    torch.set_num_threads(cfg.run.threads)
+    torch.set_num_threads(warm_start_threads(cfg))  # the cache key's: the threads set the rounding
     policy = build_tiny_policy(cfg.model, seed=cfg.warmstart.seed)
     scenario = make_scenario(cfg)
     n = scenario.demo_count(cfg.warmstart.demos_per_strategy)
@@ -389,7 +389,7 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
     stats.update({"final_loss": float(np.mean(losses[-10:])), "passes": passes,
                   "learned": learned(losses, cfg.warmstart.learned_loss), "seconds": time.perf_counter() - t0,
                   "key": warmstart_key(cfg), "processes": world, **idle,
-                  "environment": environment(threads=cfg.run.threads, processes=world)})  # the machine that trained it
+                  "environment": environment(threads=warm_start_threads(cfg), processes=world)})  # the machine that trained it
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
     if (out / "warmstart.json").exists() and not force:  # another process finished the same inputs first:
         shutil.rmtree(tmp)  # keep its copy, which a run may be loading

@@ -102,9 +102,10 @@ def restore_trainer(trainer: Trainer, ckpt: Path | Checkpoint) -> None:
 # rl.steps, which only moves the end: step s does not depend on it; model.device: a checkpoint
 # holds CPU tensors and loads onto any device (runs/checkpoint.py); learner.*: a checkpoint holds
 # the full weights and optimizer state whatever the strategy (distributed/sharding.py).
-# run.loggers, run.wandb_* and run.samples_* change what is recorded, never what is trained.
+# run.loggers, run.wandb_* and run.samples_* change what is recorded, never what is trained;
+# warmstart.threads, like run.threads, is how a rank computes (launch.py pins it in every rank).
 RESUME_OVERRIDABLE = ("distributed.", "run.progress", "run.threads", "rl.steps", "model.device", "learner.",
-                      "run.loggers", "run.wandb_", "run.samples_")
+                      "run.loggers", "run.wandb_", "run.samples_", "warmstart.threads")
 
 
 def resume_config(run_cfg: dict, overrides: list[str] | None) -> Config:
