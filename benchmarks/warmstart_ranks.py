@@ -12,6 +12,9 @@ demonstrations (process start-up and the demonstrations are not in it: the demo'
 shows those). Run it alone on the machine.
 
     .venv/bin/python benchmarks/warmstart_ranks.py --batches 80 --pairs 3 --json benchmarks/warmstart_ranks.json
+
+`--one-threads 1` gives the one process a single thread, as each rank has: the pair the ranks must
+equal bit for bit on any CPU.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def side(args) -> None:
     from swarmrl.scenarios import make_scenario
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cfg = config_of(args.config)
-    torch.set_num_threads(cfg.run.threads // world)
+    torch.set_num_threads(cfg.run.threads // world if world > 1 else args.one_threads or cfg.run.threads)
     learner = ShardedLearner("ddp", "gloo", int(os.environ["RANK"]), world) if world > 1 else None
     policy = build_tiny_policy(cfg.model, seed=cfg.warmstart.seed)
     n = make_scenario(cfg).demo_count(cfg.warmstart.demos_per_strategy)
@@ -56,7 +59,7 @@ def side(args) -> None:
 
 def run_side(args, name: str, out: Path) -> dict:
     me = [str(Path(__file__).resolve()), "--side", name, "--batches", str(args.batches), "--config", args.config,
-          "--out", str(out)]
+          "--out", str(out), "--one-threads", str(args.one_threads)]
     cmd = ([sys.executable, *me] if name == "one" else
            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *me])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -81,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="rlcr_arith")
     ap.add_argument("--batches", type=int, default=80, help="batches of the first pass to train (the demo trains 816)")
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--one-threads", type=int, default=0,
+                    help="threads of the one process (default 0: the config's run.threads, 2 in the demo's)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--side", choices=["one", "ranks"], help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -96,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
               f"weights equal: {p['weights_equal']} (max |diff| {p['max_abs_diff']:.1e}), "
               f"losses equal: {p['losses_equal']}", flush=True)
     ratios = sorted(p["ratio"] for p in pairs)
-    summary = {"config": args.config, "batches": args.batches, "cpus": os.cpu_count(),
+    summary = {"config": args.config, "batches": args.batches, "cpus": os.cpu_count(), "one_threads": args.one_threads,
                "median_ratio": ratios[len(ratios) // 2], "all_weights_equal": all(p["weights_equal"] for p in pairs),
                "pairs": pairs, "command": " ".join(["benchmarks/warmstart_ranks.py", *(argv or sys.argv[1:])])}
     print(f"median two ranks / one process: {summary['median_ratio']:.2f}x; "
