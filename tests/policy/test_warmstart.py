@@ -265,4 +265,10 @@ def test_a_warm_start_that_never_meets_learned_loss_says_so_and_records_it(tmp_p
     assert any(line.startswith("warning: the warm start ended at loss") for line in said)
     said.clear()
     assert warm_start(cfg, log=said.append) == out  # cached: the warning again, nothing trained
-    assert "likely unlearned" in said[0]
+    assert "likely unlearned" in said[0] and "trained where" not in said[0]  # this machine trained it
+    # a cache another machine filled (shared over NFS, say): used, and said
+    meta["environment"]["cpu"] = "another CPU"
+    (out / "warmstart.json").write_text(json.dumps(meta))
+    said.clear()
+    assert warm_start(cfg, log=said.append) == out
+    assert "(trained where cpu differ from this machine's" in said[0]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.runs.environment import MACHINE_KEYS, differences, environment, source_commit
+from swarmrl.runs.environment import MACHINE_KEYS, differences, environment, source_commit, trained_elsewhere
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,3 +41,11 @@ def test_records_differ_only_in_what_changes_floats():
     other_cpu = {**a, "cpu": "another CPU", "versions": {**a["versions"], "torch": "0.0"}}
     assert differences(a, other_cpu) == ["versions", "cpu"]
     assert differences(a, {**a, "torch_threads": 2}, MACHINE_KEYS) == []  # same machine, other threads
+
+
+def test_a_result_trained_elsewhere_says_where_the_machines_differ():
+    here = environment(threads=1, processes=2)
+    assert trained_elsewhere(None) == trained_elsewhere({}) == ""  # no record: nothing to compare
+    assert trained_elsewhere({**here, "torch_threads": 7, "processes": 1}) == ""  # this machine, other threads
+    other = {**here, "cpu": "another CPU", "versions": {**here["versions"], "torch": "0.0"}}
+    assert trained_elsewhere(other).startswith(" (trained where versions and cpu differ from this machine's")

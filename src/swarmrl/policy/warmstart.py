@@ -38,7 +38,7 @@ from swarmrl.distributed.launch import WARMSTART, launch, launch_needed, warm_st
 from swarmrl.distributed.sharding import ShardedLearner, flat_grads
 from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.paths import cache_dir
-from swarmrl.runs.environment import environment
+from swarmrl.runs.environment import environment, trained_elsewhere
 from swarmrl.runs.manifest import move_into_place, remove_stale_temps
 from swarmrl.policy import chat as chat_module
 from swarmrl.policy import model as model_module
@@ -324,15 +324,15 @@ def check_warm_start(cfg: Config) -> None:
 
 
 def warm_start(cfg: Config, log=print, force: bool = False, keep_group: bool = False) -> Path:
-    """Return the directory of the warm-started policy, training it if not cached. `keep_group`:
-    under torchrun, leave the ranks' process group open for the training that follows (a group
-    destroyed and opened again under torchrun's rendezvous hangs)."""
+    """The warm-started policy's directory, trained if not cached. `keep_group`: leave torchrun's
+    process group open for the training that follows (one destroyed and opened again hangs)."""
     check_warm_start(cfg)
     out = cache_dir(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"  # ConfigError if unwritable
     if (out / "warmstart.json").exists() and not force:
         meta = json.loads((out / "warmstart.json").read_text())
-        log(f"warm start: cached at {out}" + ("" if meta.get("learned", True) else
-            f" (warning: it ended at loss {meta['final_loss']:.3f}, above warmstart.learned_loss: likely unlearned)"))
+        warn = "" if meta.get("learned", True) else (f" (warning: it ended at loss {meta['final_loss']:.3f}, above "
+                                                     "warmstart.learned_loss: likely unlearned)")
+        log(f"warm start: cached at {out}{warn}{trained_elsewhere(meta.get('environment'))}")
         return out
     if launch_needed(cfg, WARMSTART):  # warmstart.processes ranks train it (distributed/launch.py)
         launch(cfg, ["pretrain", *(["--force"] if force else [])], log, WARMSTART)
@@ -389,7 +389,7 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
     stats.update({"final_loss": float(np.mean(losses[-10:])), "passes": passes,
                   "learned": learned(losses, cfg.warmstart.learned_loss), "seconds": time.perf_counter() - t0,
                   "key": warmstart_key(cfg), "processes": world, **idle,
-                  "environment": environment(threads=warm_start_threads(cfg), processes=world)})  # the machine that trained it
+                  "environment": environment(threads=warm_start_threads(cfg), processes=world)})  # who trained it
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
     if (out / "warmstart.json").exists() and not force:  # another process finished the same inputs first:
         shutil.rmtree(tmp)  # keep its copy, which a run may be loading

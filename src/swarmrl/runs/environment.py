@@ -84,3 +84,12 @@ def differences(a: dict, b: dict, keys: tuple[str, ...] = FLOAT_KEYS) -> list[st
     """The `keys` in which two records differ (empty, for FLOAT_KEYS: the same config and seed
     are expected to give the same run bit for bit)."""
     return [k for k in keys if a.get(k) != b.get(k)]
+
+
+def trained_elsewhere(record: dict | None) -> str:
+    """A remark on a cached result whose `environment` record names another machine or library
+    build than this process's (a cache shared between machines, a library upgraded since): the
+    cache key holds the inputs, not the machine, and the same inputs may round otherwise there."""
+    other = differences(record, environment(), MACHINE_KEYS) if record else []
+    return (f" (trained where {' and '.join(other)} differ from this machine's: trained here, the same "
+            "recipe may round to other weights)") if other else ""
