@@ -16,7 +16,9 @@ grid's own draws (a turn's seed includes its rollout's index in the batch). Caus
   fired, cut) or whether it was on nobody's desk, and by how the rollout ended (`idle`: every
   agent waiting or done).
 
-Also counted: values posted as `X=v` in messages, and how many of them were wrong. Arith only.
+Also counted: values posted as `X=v` in messages, and how many of them were wrong, split by what
+their poster submitted for that item: right (the post alone slipped, as retyping a number),
+wrong (the work itself), or nothing (a value relayed, or never submitted). Arith only.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ def losses(rollouts: list) -> Counter:
                 if (i := parse_label(lab)) in items:
                     posted.add(i)
                     c["posted values"] += 1
-                    c["posted values, wrong"] += int(v) != items[i].answer
+                    if int(v) != items[i].answer:
+                        c["posted values, wrong"] += 1
+                        c[f"posted values, wrong: {_poster_answer(r, m.sender, i)}"] += 1
         answered = set()
         for s in r.submissions:
             answered.add(s["item"])
@@ -66,6 +70,13 @@ def losses(rollouts: list) -> Counter:
                     f"dependency solved, its value {'posted' if it.dep in posted else 'never posted'}")
                 c[f"never answered ({why}; {_holder(r, i)}; rollout ended {r.end_reason})"] += 1
     return c
+
+
+def _poster_answer(r, sender: str, item: int) -> str:
+    """What the poster of a wrong value submitted for that item: its first submission of it."""
+    s = next((s for s in r.submissions if s["agent"] == sender and s["item"] == item), None)
+    return "its poster submitted nothing for it" if s is None else (
+        f"its poster submitted it {'right' if s['correct'] else 'wrong'}")
 
 
 def _holder(r, item: int) -> str:

@@ -29,14 +29,19 @@ def _rollout():
             {"agent": "e1", "item": 4, "correct": False, "status": "not_graded"}]  # after the graded one
     agents = {"e1": _agent({1: "1"}), "e2": _agent({1: "2"}), "e3": _agent({1: "1"}, queue=[8], status="active", ready_at=None),
               "e4": _agent({}, queue=[5], status="idle")}
-    msgs = [NS(text="A=2"), NS(text="done: D=2 F=9")]  # 3 posted values, A and F wrong
+    # 4 posted values, A, F and C wrong: e1 submitted A right and posted it wrong; e4 never
+    # submitted F; e3 posted the wrong C it submitted
+    msgs = [NS(text="A=2", sender="e1"), NS(text="done: D=2 F=9", sender="e4"), NS(text="C=8", sender="e3")]
     return NS(problem=NS(items=items), bus=NS(messages=msgs), submissions=subs, agents=agents,
               solved={1: 1.0, 7: 2.0}, end_reason="idle")
 
 
 def test_losses_by_hand():
     c = team_losses.losses([_rollout()])
-    assert c["posted values"] == 3 and c["posted values, wrong"] == 2
+    assert c["posted values"] == 4 and c["posted values, wrong"] == 3
+    assert c["posted values, wrong: its poster submitted it right"] == 1
+    assert c["posted values, wrong: its poster submitted nothing for it"] == 1
+    assert c["posted values, wrong: its poster submitted it wrong"] == 1
     assert c["wrong: dependency value"] == 1 and c["wrong: own work"] == 2
     # E (its dependency D lost), F (no dependency) and H (G solved, its value never posted): never answered
     assert c["never answered (dependency lost; held by expert, idle; rollout ended idle)"] == 1
