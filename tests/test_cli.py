@@ -74,7 +74,8 @@ def test_demo_runs_end_to_end_and_times_its_phases(cache, tmp_path, capsys):
     summary = json.loads((out / "demo_summary.json").read_text())
     phases = summary["phases_s"]
     assert set(phases) == {"warm_start", "evaluate_before", "train", "evaluate_after", "report", "rl_steps"}
-    assert sum(v for k, v in phases.items() if k != "rl_steps") <= summary["wall_s"]
+    added = [v for k, v in phases.items() if k != "rl_steps"]
+    assert sum(added) <= summary["wall_s"] + 0.005 * len(added)  # each phase is rounded to 10 ms
     assert 0 < phases["rl_steps"] <= phases["train"]
     assert summary["score_before"] == summary["eval_before"]["score_mean"]
     assert summary["eval_after"]["problems"] == 4 and len(rows(out)) == 2 and (out / "report.html").exists()
