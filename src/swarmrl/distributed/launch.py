@@ -41,10 +41,15 @@ def processes(cfg: Config, key: str = LEARNER) -> int:
     return cfg.learner.processes if key == LEARNER else cfg.warmstart.processes
 
 
+def thread_share(cfg: Config, n: int) -> int:
+    """Each of n ranks' share of run.threads (at least 1)."""
+    return max(1, cfg.run.threads // n)
+
+
 def warm_start_threads(cfg: Config) -> int:
     """The torch threads each process training the warm start computes with: warmstart.threads,
-    else run.threads shared over warmstart.processes as `rank_overrides` shares them."""
-    return cfg.warmstart.threads or max(1, cfg.run.threads // cfg.warmstart.processes)
+    else its rank's share of run.threads."""
+    return cfg.warmstart.threads or thread_share(cfg, cfg.warmstart.processes)
 
 
 def launch_needed(cfg: Config, key: str = LEARNER) -> bool:
@@ -57,7 +62,7 @@ def rank_overrides(cfg: Config, key: str = LEARNER) -> list[str]:
     """What a rank changes in the caller's config: its share of the threads, and for training a
     multi-process strategy. The warm start's threads are pinned to the caller's reading, so every
     rank names the warm start by the caller's cache key (a rank's own run.threads is its share)."""
-    out = [f"run.threads={max(1, cfg.run.threads // processes(cfg, key))}",
+    out = [f"run.threads={thread_share(cfg, processes(cfg, key))}",
            f"warmstart.threads={warm_start_threads(cfg)}"]
     if key == LEARNER and cfg.learner.strategy == "single":
         out.append("learner.strategy=ddp")
