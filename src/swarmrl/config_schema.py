@@ -49,6 +49,10 @@ class TaskConfig:
     a block the CEO names; the rest are briefed. 0 leaves the board out of the demonstrations."""
     chain_demo_rate: float = 0.0
     """arith: share of board demonstrations whose CEO solves the longest chain itself (0: none, no extra draws)."""
+    post_demo: Literal["typed", "item"] = "typed"
+    """arith: how the warm start's demonstrations share a result. `typed` writes it out (`<post ch="general">A=7
+    </post>`: a slip in the retyping posts a wrong value); `item` lets the runtime post the poster's result
+    (`<post ch="general" item="A"/>`). Agents may write either; this only picks what the demonstrations show."""
     modulus: int = 10
     """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
     eval_seed: int = 1_000_003

@@ -19,7 +19,7 @@ def test_every_action_kind_parses_and_thinking_is_ignored():
     reply = (
         'Let me think: 3 < 5 and 7 > 2, so...\n'
         '<msg to="expert-2">take items 1-3</msg>\n'
-        '<post ch="general">x = 4</post> <read ch="general" last="3"/> <read ch="general"/>\n'
+        '<post ch="general">x = 4</post><post ch="general" item="B"/> <read ch="general" last="3"/> <read ch="general"/>\n'
         '<hire role="expert"/><hire role="expert">do the odd items</hire><fire who="expert-2"/>\n'
         '<submit item="3">7</submit><wait/><done/>'
         '<create ch="team" members="expert-1,expert-2"/> trailing words'
@@ -29,6 +29,7 @@ def test_every_action_kind_parses_and_thinking_is_ignored():
     assert r.actions == [
         Action("msg", {"to": "expert-2"}, "take items 1-3"),
         Action("post", {"ch": "general"}, "x = 4"),
+        Action("post", {"ch": "general", "item": "B"}),
         Action("read", {"ch": "general", "last": "3"}),
         Action("read", {"ch": "general"}),  # last defaults to 5 downstream; attrs stay as written
         Action("hire", {"role": "expert"}),
@@ -77,6 +78,8 @@ def test_empty_reply():
     ("<wait>", "error: <wait> must be self-closing, like <wait/>"),
     ("<wait></wait>", "error: <wait> must be self-closing, like <wait/>"),
     ("<msg to=x>hi</msg>", 'error: malformed <msg> tag (write attributes as name="value")'),
+    ('<post ch="g"/>', "error: <post> needs a body, like <post ...>text</post>"),
+    ('<post ch="g" item="A">A=7</post>', 'error: <post item="..."> takes no text: write <post .../>'),
     ('<msg to="x"', 'error: malformed <msg> tag (write attributes as name="value")'),
     ("</msg x>", "error: malformed </msg>"),
 ])
@@ -206,6 +209,7 @@ def test_render_examples():
     assert render_action(Action("read", {"last": "3", "ch": "g"})) == '<read ch="g" last="3"/>'
     assert render_action(Action("wait", {})) == "<wait/>"
     assert render_action(Action("hire", {"role": "expert"}, "")) == '<hire role="expert"></hire>'
+    assert render_action(Action("post", {"item": "A", "ch": "g"})) == '<post ch="g" item="A"/>'
 
 
 @pytest.mark.parametrize("action", [
@@ -217,6 +221,7 @@ def test_render_examples():
     Action("msg", {"to": "x", "from": "ceo"}, "hi"),
     Action("msg", {"to": "x"}, "ends </msg> early"),
     Action("read", {"ch": "g", "last": "many"}),
+    Action("post", {"ch": "g", "item": "A"}, "A=7"),  # the runtime writes an item post's text
 ])
 def test_render_rejects_actions_that_cannot_round_trip(action):
     with pytest.raises(ValueError):
@@ -234,7 +239,8 @@ def actions(draw) -> Action:
     keys = list(spec.required) + [k for k in spec.optional if draw(st.booleans())]
     attrs = {k: draw(_INT if k in spec.int_attrs else _VALUE) for k in keys}
     body = None
-    if spec.body == "required" or (spec.body == "optional" and draw(st.booleans())):
+    rule = spec.body_rule(attrs)
+    if rule == "required" or (rule == "optional" and draw(st.booleans())):
         body = draw(st.text(max_size=200).filter(lambda b: f"</{kind}" not in b))
     return Action(kind, attrs, body)
 

@@ -128,6 +128,26 @@ def test_only_members_post_and_only_the_ceo_creates_channels():
     assert r.counters["invalid_actions"] == 2
 
 
+def test_a_post_by_item_sends_the_posters_own_result_as_it_submitted_it():
+    # Problem 0's items A and B have no dependency; expert-1 submits A wrong on purpose: the post
+    # carries what it submitted, not the right answer. B it never solved: refused. The CEO relays
+    # A=<value> it saw on the channel.
+    r, _ = run_script({
+        ("ceo", 0): '<hire role="expert">go</hire><wait/>',
+        ("expert-1", 0): '<submit item="A">9</submit><post ch="general" item="A"/>'
+                         '<post ch="general" item="B"/><post ch="general" item="Z"/><done/>',
+        ("ceo", 1): '<post ch="general" item="A"/><done/>',
+    })
+    assert turns_of(r, "expert-1")[0].errors == ["error: you have no result for item B to post",
+                                                 "error: no item 'Z'"]
+    assert [(m.sender, m.text) for m in r.bus.messages if m.kind == "channel"] == [
+        ("expert-1", "A=9"), ("ceo", "A=9")]
+    assert turns_of(r, "ceo")[1].observation.startswith("#general expert-1: A=9\n")
+    assert r.counters["channel_posts"] == 2
+    # the brief "go" (2 tokens) and the two posts' runtime-written text
+    assert r.counters["message_tokens"] == 2 + 2 * len(TOK.encode("A=9", add_special_tokens=False))
+
+
 # ---------------------------------------------------------------- org: team cap
 
 def test_team_cap_rejects_the_hire_beyond_max_experts():

@@ -66,6 +66,26 @@ def test_scripted_strategies_solve_every_item_without_a_deadline():
     assert by_label[Strategy(8, "recompute").label()] < by_label[Strategy(0, share="recompute").label()]
 
 
+def test_posts_by_item_carry_the_typed_posts_text_in_two_fewer_tokens():
+    rt = make_runtime(k=8, dep=0.5, max_turns_per_agent=64, max_context_tokens=4096)
+    strats = [s for s in STRATEGIES if s.share == "wait" and s.experts > 1]
+    probs = problems(rt, len(strats), seed=11)
+    runs = {}
+    for post_items in (False, True):
+        rollouts = [rt.new_rollout(i, i, p, NO_DEADLINE, 8) for i, p in enumerate(probs)]
+        rt.run(rollouts, ScriptedActor(TOK, END, dict(enumerate(strats)), post_items), seed=0)
+        runs[post_items] = rollouts
+    for typed, by_item in zip(runs[False], runs[True]):
+        posts = [[m.text for m in r.bus.messages if m.kind == "channel"] for r in (typed, by_item)]
+        assert posts[0] == posts[1] and len(posts[0]) > 0  # same values: the scripts never slip
+        assert by_item.score == 1.0 and by_item.counters["invalid_actions"] == 0
+        assert any('item="' in t.reply and "<post" in t.reply for t in by_item.turns)
+        # '<post ch="' general '">' A = 7 '</post>' (7 tokens) against '<post ch="' general '" item="' A '"/>' (5)
+        saved = sum(t.generated_tokens for t in typed.turns) - sum(t.generated_tokens for t in by_item.turns)
+        assert saved == 2 * len(posts[0])
+        assert by_item.finished_at < typed.finished_at
+
+
 def test_scripted_work_text_is_what_the_solo_ceo_writes():
     rt = make_runtime(k=3, dep=1.0)
     (p,) = problems(rt, 1, seed=2)

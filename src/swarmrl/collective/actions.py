@@ -3,6 +3,7 @@
 An agent's reply is free text ("thinking", ignored) with action tags in it:
 
     <msg to="expert-2">text</msg>   <post ch="general">text</post>   <read ch="general" last="5"/>
+    <post ch="general" item="A"/>  (the runtime posts the poster's result for A: nothing retyped)
     <hire role="expert"/>  (or <hire role="expert">brief</hire>, <hire role="expert" item="next"/>)
     <fire who="expert-2"/>
     <submit item="3">7</submit>     <wait/>   <done/>   <create ch="name" members="expert-1,expert-2"/>
@@ -57,11 +58,16 @@ class TagSpec:
     optional: tuple[str, ...] = ()
     body: str = "none"  # "none" (self-closing only) | "required" | "optional"
     int_attrs: tuple[str, ...] = ()  # attributes whose value must be a decimal integer
+    body_unless: str = ""  # a "required" body: with this attribute written, self-closing instead
+
+    def body_rule(self, attrs) -> str:
+        """"none" | "required" | "optional" for a tag with these attribute names."""
+        return "none" if self.body_unless and self.body_unless in attrs else self.body
 
 
 SPECS: MappingProxyType[str, TagSpec] = MappingProxyType({
     "msg": TagSpec(required=("to",), body="required"),
-    "post": TagSpec(required=("ch",), body="required"),
+    "post": TagSpec(required=("ch",), optional=("item",), body="required", body_unless="item"),
     "read": TagSpec(required=("ch",), optional=("last",), int_attrs=("last",)),
     "hire": TagSpec(required=("role",), optional=("item",), body="optional"),
     "fire": TagSpec(required=("who",)),
@@ -231,15 +237,18 @@ def _well_formed_tag(out: _Collector, m: re.Match,
         return None, (None if self_closing else kind)
     pairs = [(a.group(1), a.group(2)) for a in _ATTR_RE.finditer(m.group("attrs"))]
     problem = _attr_problem(kind, spec, pairs)
+    body = spec.body_rule(dict(pairs))
     if self_closing:
-        if spec.body == "required":
+        if body == "required":
             problem = problem or f"error: <{kind}> needs a body, like <{kind} ...>text</{kind}>"
         if problem:
             out.error(problem)
         else:
             out.action(Action(kind, dict(pairs)))
         return None, None
-    if spec.body == "none":
+    if body == "none":
+        if spec.body != "none":  # the body_unless attribute was written
+            problem = problem or f'error: <{kind} {spec.body_unless}="..."> takes no text: write <{kind} .../>'
         out.error(problem or f"error: <{kind}> must be self-closing, like <{kind}/>")
         return None, kind
     if problem:
@@ -264,11 +273,12 @@ def render_action(action: Action) -> str:
         raise ValueError(problem)
     order = [k for k in spec.required + spec.optional if k in action.attrs]
     head = "<" + action.kind + "".join(f' {k}="{action.attrs[k]}"' for k in order)
+    body = spec.body_rule(action.attrs)
     if action.body is None:
-        if spec.body == "required":
+        if body == "required":
             raise ValueError(f"<{action.kind}> needs a body")
         return head + "/>"
-    if spec.body == "none":
+    if body == "none":
         raise ValueError(f"<{action.kind}> takes no body")
     # Scanning the body alone finds exactly the tokens the parser would see inside it.
     if any(t.group("close") == action.kind for t in _TOKEN_RE.finditer(action.body)):

@@ -51,7 +51,23 @@ def msg(runtime, r, a, act: Action, now: float) -> str | None:
 
 
 def post(runtime, r, a, act: Action, now: float) -> str | None:
-    return runtime.count_sent(r, r.bus.post(a.name, act.attrs["ch"], act.body or "", now), "channel_posts")
+    text = act.body or ""
+    if "item" in act.attrs:
+        text = _result_line(runtime, r, a, act.attrs["item"])
+        if text.startswith("error:"):
+            return text
+    return runtime.count_sent(r, r.bus.post(a.name, act.attrs["ch"], text, now), "channel_posts")
+
+
+def _result_line(runtime, r, a, ref: str) -> str:
+    """`<post item="A"/>`: "A=7", the result the poster knows for the item (its own submission,
+    else one it saw), written by the runtime: a result shared this way cannot be mistyped."""
+    item = runtime.task.parse_item(r.problem, ref)
+    if item is None:
+        return f"error: no item {ref!r}"
+    if item not in a.known:
+        return f"error: you have no result for item {ref.strip()} to post"
+    return f"{ref.strip()}={a.known[item]}"
 
 
 def read(runtime, r, a, act: Action, now: float) -> str | None:

@@ -17,8 +17,9 @@ TOOL_DOCS: dict[str, tuple[str, str, str]] = {
              '<take item="B-D"/>'),
     "msg": ('<msg to="NAME">text</msg>', "send a direct message to one teammate",
             '<msg to="expert-1">Please solve items A and B and post the results.</msg>'),
-    "post": ('<post ch="CHANNEL">text</post>', "post to a channel; every member receives it",
-             '<post ch="general">A=7 B=3</post>'),
+    "post": ('<post ch="CHANNEL">text</post>', "post to a channel; every member receives it; "
+             '<post ch="CHANNEL" item="A"/> posts your result for item A (what you submitted or saw) '
+             "without retyping it", '<post ch="general">A=7 B=3</post>'),
     "read": ('<read ch="CHANNEL" last="N"/>', "read the last N posts of a channel's archive (shown next turn)",
              '<read ch="general" last="5"/>'),
     "wait": ("<wait/>", "end your turn and sleep until a message arrives", "<wait/>"),

@@ -104,16 +104,17 @@ class ArithTask:
         return Grade(1.0, "pass") if ok else Grade(0.0, "fail")
 
     def scripts(self) -> "ArithScripts":
-        return ArithScripts(self.cfg.board_demo_rate, self.cfg.chain_demo_rate)
+        return ArithScripts(self.cfg.board_demo_rate, self.cfg.chain_demo_rate, self.cfg.post_demo == "item")
 
 
 class ArithScripts:
     """The warm start's scripted demonstrators on arith (tasks/arith_scripts.py: the org's team
     strategies; tasks/arith_roles.py: the fixed workflows' roles)."""
 
-    def __init__(self, board_rate: float = 0.0, chain_rate: float = 0.0):
+    def __init__(self, board_rate: float = 0.0, chain_rate: float = 0.0, post_items: bool = False):
         self.board_rate = board_rate  # share of team demos that take from the board
         self.chain_rate = chain_rate  # of those, share whose CEO solves the longest chain itself
+        self.post_items = post_items  # share results as <post item="A"/>, not retyped
 
     def solo_strategy(self) -> Strategy:
         return Strategy(0, share="recompute")
@@ -123,7 +124,7 @@ class ArithScripts:
 
     def org_actor(self, tokenizer, end_id: int, strategies: dict[int, Strategy]) -> ScriptedActor:
         """Plays org rollouts, each by its strategy (rollout index -> strategy)."""
-        return ScriptedActor(tokenizer, end_id, strategies)
+        return ScriptedActor(tokenizer, end_id, strategies, self.post_items)
 
     def role_actor(self, tokenizer, end_id: int, seed: int, fallback=None) -> WorkflowScriptedActor:
         """Plays fixed-workflow rollouts; `fallback` plays the org rollouts among them."""

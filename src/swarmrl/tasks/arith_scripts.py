@@ -97,10 +97,11 @@ def range_text(lo: int, hi: int) -> str:
 class ScriptedActor:
     """An Actor that writes the strategy's replies as text and tokenizes them."""
 
-    def __init__(self, tokenizer, end_id: int, strategies: dict[int, Strategy]):
+    def __init__(self, tokenizer, end_id: int, strategies: dict[int, Strategy], post_items: bool = False):
         self.tokenizer = tokenizer
         self.end_id = end_id
         self.strategies = strategies  # rollout index -> strategy
+        self.post_items = post_items  # share a result by naming its item: the runtime writes the value
 
     def act(self, requests: Sequence[TurnRequest], seed: int) -> list[Sample]:
         out = []
@@ -163,5 +164,6 @@ class ScriptedActor:
         known = {problem.item(index).dep: expr.split("+")[0]} if problem.item(index).dep else {}
         text = work_text(problem, index, known)
         if strat.experts and strat.share != "recompute":
-            text += f'<post ch="general">{ref}={problem.item(index).answer}</post>'
+            text += (f'<post ch="general" item="{ref}"/>' if self.post_items
+                     else f'<post ch="general">{ref}={problem.item(index).answer}</post>')
         return text
