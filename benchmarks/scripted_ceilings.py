@@ -42,7 +42,7 @@ from swarmrl.diagnostics.collective import at_limit, score_steps, snapshot_metri
 from swarmrl.policy.tokenizer import END, build_tokenizer
 from swarmrl.build import make_runtime
 from swarmrl.scaling.scale import first_reach
-from swarmrl.tasks.arith_scripts import ScriptedActor, Strategy, longest_chain
+from swarmrl.tasks.arith_scripts import Strategy, longest_chain
 
 
 def all_strategies(max_experts: int) -> list[Strategy]:
@@ -78,7 +78,8 @@ def run_strategies(cfg, strategies: list[Strategy], problems: int, horizon: floa
             i = len(rollouts)
             rollouts.append(runtime.new_rollout(i, i, p, horizon, strat.experts))
             owner[i] = strat
-    runtime.run(rollouts, ScriptedActor(tok, tok.convert_tokens_to_ids(END), owner), seed=0)
+    # the task's own demonstrators: they post results as the config's demonstrations do (task.post_demo)
+    runtime.run(rollouts, task.scripts().org_actor(tok, tok.convert_tokens_to_ids(END), owner), seed=0)
     return {strat.label(): [r for r in rollouts if owner[r.index] is strat] for strat in strategies}
 
 

@@ -14,7 +14,7 @@ from swarmrl.collective.runtime import Runtime, RuntimeLimits
 from swarmrl.collective.clock import LatencyModel
 from swarmrl.policy.tokenizer import build_tokenizer
 from swarmrl.tasks.arith import ArithTask
-from swarmrl.tasks.arith_scripts import ScriptedActor, sample_strategy
+from swarmrl.tasks.arith_scripts import sample_strategy
 from swarmrl.report.samples import sample_row
 out, per_step, metrics_file = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 cfg = load_config("configs/rlcr_arith.yaml")
@@ -29,7 +29,7 @@ for step in range(60):
     rng = np.random.default_rng(step)
     probs = rt.task.sample(rng, per_step)
     rs = [rt.new_rollout(i, i, p, 6.0, 8) for i, p in enumerate(probs)]
-    rt.run(rs, ScriptedActor(tok, end, {i: sample_strategy(rng, 8) for i in range(per_step)}), seed=step)
+    rt.run(rs, rt.task.scripts().org_actor(tok, end, {i: sample_strategy(rng, 8) for i in range(per_step)}), seed=step)
     samples = [sample_row(r, lambda ids: tok.decode(ids), rt.task.parse_item) for r in rs]
     (out / "samples" / f"step_{step:04d}.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
     rows.append({**base, "step": step, "score_mean": float(np.mean([r.score for r in rs]))})
