@@ -53,6 +53,9 @@ class TaskConfig:
     """arith: how the warm start's demonstrations share a result. `typed` writes it out (`<post ch="general">A=7
     </post>`: a slip in the retyping posts a wrong value); `item` lets the runtime post the poster's result
     (`<post ch="general" item="A"/>`). Agents may write either; this only picks what the demonstrations show."""
+    label_pool: int = 0
+    """arith: label each problem's K items with K of the first `label_pool` labels (A..Z, AA, ...), in
+    order, so a model later handed bigger problems has seen their labels. 0 (or <= K): A, B, ... in order."""
     modulus: int = 10
     """All arithmetic is modulo this (single-digit results keep the tiny model's job easy)."""
     eval_seed: int = 1_000_003

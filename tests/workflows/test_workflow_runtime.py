@@ -17,13 +17,14 @@ from tests.collective.runtime_helpers import END, LAT, TOK, encode
 NO_DEADLINE = 1e9
 
 
-def runtime(k: int = 4, dep: float = 0.0) -> Runtime:
-    return Runtime(ArithTask(TaskConfig(items_per_problem=k, terms_per_item=2, dependency_rate=dep)), TOK, LAT,
-                   RuntimeLimits(max_new_tokens_per_turn=64))
+def runtime(k: int = 4, dep: float = 0.0, label_pool: int = 0) -> Runtime:
+    task = ArithTask(TaskConfig(items_per_problem=k, terms_per_item=2, dependency_rate=dep, label_pool=label_pool))
+    return Runtime(task, TOK, LAT, RuntimeLimits(max_new_tokens_per_turn=64))
 
 
-def run(name: str, slip: float = 0.0, limit: float = NO_DEADLINE, n: int = 3, k: int = 4, dep: float = 0.0, **mult):
-    rt = runtime(k, dep)
+def run(name: str, slip: float = 0.0, limit: float = NO_DEADLINE, n: int = 3, k: int = 4, dep: float = 0.0,
+        label_pool: int = 0, **mult):
+    rt = runtime(k, dep, label_pool)
     wf = preset(name, **mult)
     rs = [rt.new_rollout(i, i, p, limit, 0, scenario=GraphScenario(wf))
           for i, p in enumerate(rt.task.sample(np.random.default_rng(0), n))]
@@ -37,9 +38,10 @@ def test_parse_desk():
     assert parse_desk("(no items left)") is None
 
 
+@pytest.mark.parametrize("label_pool", [0, 40])
 @pytest.mark.parametrize("name", ["voting", "eval_opt", "orch_workers"])
-def test_careful_scripted_roles_solve_everything(name):
-    for r in run(name, dep=0.3, k=5):
+def test_careful_scripted_roles_solve_everything(name, label_pool):
+    for r in run(name, dep=0.3, k=5, label_pool=label_pool):
         assert r.score == 1.0 and r.counters["invalid_actions"] == 0
         assert r.end_reason == "solved"
 

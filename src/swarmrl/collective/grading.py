@@ -30,6 +30,12 @@ def item_label(index: int) -> str:
     return name
 
 
+def item_indices(problem) -> "range | tuple[int, ...]":
+    """A problem's item indices in label order: its own `item_indices` where a task labels its items
+    sparsely (arith under `task.label_pool`: K of A..BL, say), else 1..num_items."""
+    return getattr(problem, "item_indices", None) or range(1, problem.num_items + 1)
+
+
 MAX_LABEL_LETTERS = 2  # AA..ZZ: 702 items, more than any problem needs
 
 

@@ -8,7 +8,7 @@ actions (hiring, verdicts, plans) have their handlers in scenarios/.
 from __future__ import annotations
 
 from swarmrl.collective.actions import DEFAULT_READ_LAST, Action
-from swarmrl.collective.grading import apply_settlement, first_known
+from swarmrl.collective.grading import apply_settlement, first_known, item_indices
 
 
 BOARD_NEXT = "next"
@@ -38,7 +38,7 @@ def _board_next(r) -> list[int]:
     `submit`), so it needs no brief and spends no tokens asking: the CEO's hiring turn stays
     a few tokens however many experts it hires, and each item costs what it costs alone.
     """
-    free = [i for i in range(1, r.problem.num_items + 1) if i not in r.claimed]
+    free = [i for i in item_indices(r.problem) if i not in r.claimed]
     r.claimed.update(free[:1])  # dealt: claimed by the agent it goes to
     return free[:1]
 

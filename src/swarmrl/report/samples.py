@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from swarmrl.collective.grading import item_label
+from swarmrl.collective.grading import item_indices, item_label
 
 SCHEMA = 2  # 1: Rollout.to_json alone; 2: plus the fields above
 _STEP_FILE = re.compile(r"^step_(\d+)\.jsonl$")
@@ -34,7 +34,7 @@ def item_labels(problem: Any, parse_item: Callable[[Any, str], int | None] | Non
     """Item number -> the label agents use for it. A task's own `parse_item` decides: a letter
     ("A" for 1) where the task reads letters, else the number itself."""
     out = {}
-    for i in range(1, problem.num_items + 1):
+    for i in item_indices(problem):
         letter = item_label(i)
         ok = parse_item is not None and _parses_to(parse_item, problem, letter, i)
         out[str(i)] = letter if ok else str(i)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from swarmrl.collective.actions import Action
-from swarmrl.collective.grading import item_label
+from swarmrl.collective.grading import item_indices, item_label
 from swarmrl.collective.render import output_value
 from swarmrl.scenarios.base import CORE_ACTIONS, Scenario
 from swarmrl.scenarios.org import CEO_ONLY, NO_DEADLINE, SingleScenario
@@ -59,7 +59,7 @@ class GraphScenario(Scenario):
             for name in spec.agent_names():
                 a = runtime.add_agent(r, name, spec.name, 0.0, ready=not spec.inputs)
                 if not spec.inputs and spec.expects == "answer":  # a source solver: every item on its desk
-                    a.queue, a.took = list(range(1, r.problem.num_items + 1)), True
+                    a.queue, a.took = list(item_indices(r.problem)), True
 
     def header(self, r, name: str, role: str) -> str:
         return f"{name} wf={self.name}\n{r.problem_text(name)}\n"
@@ -142,7 +142,7 @@ def route(r, a, now: float, max_chars: int) -> list[str]:
                 if wf.role(r.agents[n].role).expects != "plan":  # a plan's output is an assignee, not a candidate
                     for i, v in r.outputs.get(n, {}).items():
                         b.candidates.setdefault(i, []).append(v)
-            b.queue = list(r.assignments.get(name, [])) if planned else list(range(1, r.problem.num_items + 1))
+            b.queue = list(r.assignments.get(name, [])) if planned else list(item_indices(r.problem))
             b.took = True
             out = r.bus.send_direct("wf", name, text[:max_chars], now)
             if isinstance(out, str):

@@ -55,6 +55,8 @@ class ArithTask:
             depth.append(1 + (depth[dep - 1] if dep is not None else 0))
             first = items[dep - 1].answer if dep is not None else terms[0]
             items.append(Item(i, terms, dep, (first + sum(terms[1:])) % m))
+        if self.cfg.label_pool > len(items):  # drawn after the items: their numbers stay the default's
+            items = relabelled(items, rng, self.cfg.label_pool)
         key = ";".join(it.text() for it in items)
         return ArithProblem(id=stable_id(key),
                             items=tuple(items), modulus=m)
@@ -75,13 +77,16 @@ class ArithTask:
         """An agent's item reference ("C") -> 1-based index, or None if there is no such item."""
         ref = ref.strip()
         idx = parse_label(ref)
-        return idx if idx is not None and idx <= problem.num_items else None
+        return idx if idx in problem.item_indices else None
 
     def take(self, problem: ArithProblem, ref: str) -> list[int] | None:
-        """"C" or "C-E" -> [3] or [3, 4, 5]; None if not a valid item or range."""
+        """"C" or "C-E" -> [3] or [3, 4, 5] (the problem's items from C to E); None if not a valid
+        item or range."""
         a, _, b = ref.strip().partition("-")
         lo, hi = self.parse_item(problem, a), self.parse_item(problem, b or a)
-        return list(range(lo, hi + 1)) if lo is not None and hi is not None and lo <= hi else None
+        if lo is None or hi is None or lo > hi:
+            return None
+        return [i for i in problem.item_indices if lo <= i <= hi]
 
     def render_item(self, problem: ArithProblem, index: int, known: dict[int, str]) -> str:
         """The item in hand, its dependency filled in when the agent knows the result."""
@@ -100,11 +105,18 @@ class ArithTask:
         return out
 
     def grade(self, problem: ArithProblem, item: int, answer: str) -> Grade:
-        ok = 1 <= item <= problem.num_items and answer.strip() == str(problem.item(item).answer)
+        ok = item in problem.item_indices and answer.strip() == str(problem.item(item).answer)
         return Grade(1.0, "pass") if ok else Grade(0.0, "fail")
 
     def scripts(self) -> "ArithScripts":
         return ArithScripts(self.cfg.board_demo_rate, self.cfg.chain_demo_rate, self.cfg.post_demo == "item")
+
+
+def relabelled(items: list[Item], rng: np.random.Generator, pool: int) -> list[Item]:
+    """`items` (indices 1..K) under K labels drawn from the first `pool` (A..Z, AA, ...), kept in
+    order: a model trained on them has seen every label a problem of `pool` items uses."""
+    new = [0] + sorted(int(x) + 1 for x in rng.choice(pool, size=len(items), replace=False))
+    return [Item(new[it.index], it.terms, new[it.dep] if it.dep is not None else None, it.answer) for it in items]
 
 
 class ArithScripts:

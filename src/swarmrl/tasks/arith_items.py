@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from swarmrl.collective.grading import item_label
 
@@ -35,8 +36,17 @@ class ArithProblem:
     def text(self) -> str:
         return "\n".join(item.text() for item in self.items)
 
+    @cached_property
+    def item_indices(self) -> tuple[int, ...]:
+        """The items' indices in label order: 1..K, or K of 1..`task.label_pool` (arith.py)."""
+        return tuple(it.index for it in self.items)
+
+    @cached_property
+    def _by_index(self) -> dict[int, Item]:
+        return {it.index: it for it in self.items}
+
     def item(self, index: int) -> Item:
-        return self.items[index - 1]
+        return self._by_index[index]
 
 
 def stable_id(key: str) -> str:

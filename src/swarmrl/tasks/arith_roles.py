@@ -26,7 +26,7 @@ from swarmrl.collective.state import TurnRequest
 from swarmrl.seeds import rng_for
 from swarmrl.policy.sampler import Sample
 from swarmrl.tasks.arith_items import ArithProblem, label, work_text
-from swarmrl.tasks.arith_scripts import blocks, range_text
+from swarmrl.tasks.arith_scripts import block_refs
 
 
 def parse_desk(line: str) -> tuple[int, str, list[str]] | None:
@@ -82,8 +82,8 @@ class WorkflowScriptedActor:
             if a.turns > 0:
                 return "<done/>"
             workers = [n for d in wf.downstream(a.role) for n in d.agent_names()]
-            parts = blocks(problem.num_items, len(workers))
-            return "".join(f'<assign who="{w}" item="{range_text(*b)}"/>' for w, b in zip(workers, parts)) + "<done/>"
+            parts = block_refs(problem, len(workers))
+            return "".join(f'<assign who="{w}" item="{b}"/>' for w, b in zip(workers, parts)) + "<done/>"
         lines = req.observation.splitlines()[:-1]
         desk = parse_desk(lines[-1]) if lines else None
         if desk is None:

@@ -94,6 +94,12 @@ def range_text(lo: int, hi: int) -> str:
     return label(lo) if lo == hi else f"{label(lo)}-{label(hi)}"
 
 
+def block_refs(problem: ArithProblem, workers: int) -> list[str]:
+    """`blocks` of the problem's items as `take` references (the items may be labelled sparsely)."""
+    ix = problem.item_indices
+    return [range_text(ix[lo - 1], ix[hi - 1]) for lo, hi in blocks(problem.num_items, workers)]
+
+
 class ScriptedActor:
     """An Actor that writes the strategy's replies as text and tokenizes them."""
 
@@ -128,18 +134,18 @@ class ScriptedActor:
     def _ceo_first(self, problem: ArithProblem, strat: Strategy, max_experts: int) -> str:
         k = min(strat.experts, max_experts)
         if k == 0:
-            return f'<take item="{range_text(1, problem.num_items)}"/>'
+            return f'<take item="{range_text(problem.item_indices[0], problem.item_indices[-1])}"/>'
         if strat.board and strat.chain:  # taken items go to the front: take the chain from its end
             takes = "".join(f'<take item="{label(i)}"/>' for i in reversed(longest_chain(problem)))
             return takes + BOARD_HIRE * k
         if strat.board:  # each hire starts with the board's next item on its desk: no brief, no kickoff
             hires = min(strat.managers, k) if strat.managers else k
             return BOARD_HIRE * hires + (BOARD_TAKE if strat.ceo_works else "<done/>")
-        parts = blocks(problem.num_items, k + (1 if strat.ceo_works else 0))
+        parts = block_refs(problem, k + (1 if strat.ceo_works else 0))
         text = '<hire role="expert"/>' * len(parts[:k])
-        text += "".join(f'<msg to="expert-{i + 1}">{range_text(*b)}</msg>' for i, b in enumerate(parts[:k]))
+        text += "".join(f'<msg to="expert-{i + 1}">{b}</msg>' for i, b in enumerate(parts[:k]))
         if strat.ceo_works and len(parts) > k:
-            return text + f'<take item="{range_text(*parts[k])}"/>'
+            return text + f'<take item="{parts[k]}"/>'
         return text + "<done/>"
 
     @staticmethod
