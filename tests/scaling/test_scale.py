@@ -120,6 +120,15 @@ def test_checkpoint_from_another_task_is_refused():
         check_same_task(trained, cfg)
 
 
+def test_a_run_from_before_a_task_key_existed_reads_as_its_default():
+    cfg = load_config(TINY, [])
+    trained = cfg.to_dict()
+    del trained["task"]["label_pool"]  # a run written before the key was added
+    check_same_task(trained, cfg)
+    with pytest.raises(ConfigError, match=r"label_pool': \(0, 64\)"):
+        check_same_task(trained, load_config(TINY, ["task.label_pool=64"]))
+
+
 def test_summary_against_a_reference_single_agent():
     ref = table({1: [0.125, 0.375, 0.5, 0.5, 0.5]}, LIMITS)  # best 0.5, first at 6 s
     s = summarize(ROWS, reference=ref)

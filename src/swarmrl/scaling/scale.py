@@ -84,7 +84,10 @@ def check_same_task(trained: dict | None, cfg: Config, ignore: tuple[str, ...] =
     if not trained or "task" not in trained:
         return
     want = {k: v for k, v in cfg.task.__dict__.items() if k != "eval_seed" and k not in ignore}
-    got = {k: trained["task"].get(k) for k in want}
+    # A key the run's config lacks was added to the schema later, with a default that keeps the
+    # behaviour the run was trained under.
+    default = type(cfg.task)().__dict__
+    got = {k: trained["task"].get(k, default[k]) for k in want}
     if got != want:
         diff = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
         raise ConfigError(f"checkpoint is from another task: trained on {diff} (trained, asked); "
