@@ -7,7 +7,8 @@ teammate to share it, compute it again, or the CEO must give both to the same ex
 Each item is graded on its own (partial credit); the runtime adds an item's 1/K to the
 score only if it was submitted correctly before the deadline.
 
-Items are labelled A, B, C, .... Agents `<take item="C-E"/>` a range of items onto their
+Items are labelled A, B, C, ... (under `task.label_pool`, K labels drawn from a bigger pool and
+kept in order: `H T V X AG ...`, so a policy trained on 12 items has seen the labels of 64). Agents `<take item="C-E"/>` a range of items onto their
 desk; the item in hand is shown at the end of each observation, with a dependency filled
 in if the agent has seen its result (`E:7+3+1`), or left open if not (`E:#B+3+1`: wait for
 a teammate to share it, poll the channel archive, or take B and compute it too).
