@@ -272,3 +272,16 @@ def test_a_warm_start_that_never_meets_learned_loss_says_so_and_records_it(tmp_p
     said.clear()
     assert warm_start(cfg, log=said.append) == out
     assert "(trained where cpu differ from this machine's" in said[0]
+
+
+def test_the_recorded_key_is_the_one_the_directory_was_named_by(tmp_path, monkeypatch):
+    # The key hashes the demonstrations' source: code edited while a warm start trains would make
+    # a key computed at the end disagree with the directory named at the start.
+    import json
+
+    import swarmrl.policy.warmstart as ws
+    cfg = load_config("configs/tiny_test.yaml", [f"warmstart.cache_dir={tmp_path}"])
+    out = tmp_path / f"warmstart-{warmstart_key(cfg)}"
+    monkeypatch.setattr(ws, "warmstart_key", lambda cfg: "edited0000000000")
+    ws._train_warm_start(cfg, out, None, lambda *a, **k: None)
+    assert json.loads((out / "warmstart.json").read_text())["key"] == out.name.removeprefix("warmstart-")

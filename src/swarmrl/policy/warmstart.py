@@ -388,7 +388,7 @@ def _train_warm_start(cfg: Config, out: Path, learner: ShardedLearner | None, lo
     world = learner.world if learner is not None else 1
     stats.update({"final_loss": float(np.mean(losses[-10:])), "passes": passes,
                   "learned": learned(losses, cfg.warmstart.learned_loss), "seconds": time.perf_counter() - t0,
-                  "key": warmstart_key(cfg), "processes": world, **idle,
+                  "key": out.name.removeprefix("warmstart-"), "processes": world, **idle,  # named at the start
                   "environment": environment(threads=warm_start_threads(cfg), processes=world)})  # who trained it
     (tmp / "warmstart.json").write_text(json.dumps(stats, indent=2))
     if (out / "warmstart.json").exists() and not force:  # another process finished the same inputs first:
