@@ -70,6 +70,12 @@ def _ws_tag(stem: str) -> str:
     return m.group(0) if m else ""
 
 
+def _rl_seed(stem: str) -> int | None:
+    """The RL seed a result file names (`_sR`, at the end or before another `_` part), or None."""
+    m = re.search(r"_s(\d+)(?=_|$)", stem)
+    return int(m.group(1)) if m else None
+
+
 def plot(paths: list[Path], out: Path, limit: float) -> None:
     """Team hired and items solved at `limit` against the team cap, one line per result file."""
     import matplotlib
@@ -97,8 +103,8 @@ def plot(paths: list[Path], out: Path, limit: float) -> None:
         # name warm-start seeds (_wsS), one colour per seed and one marker per RL seed
         family = _ws_tag(path.stem) if tagged else path.stem
         color = colors[list(families).index(family) % len(colors)] if tagged else colors[i % len(colors)]
-        seed = re.search(r"_s(\d+)$", path.stem)
-        style = dict(marker="os^D"[int(seed.group(1)) % 4] if seed else "o", label=path.stem, color=color,
+        seed = _rl_seed(path.stem)
+        style = dict(marker="os^D"[seed % 4] if seed is not None else "o", label=path.stem, color=color,
                      linestyle="--" if path.stem.startswith("warm_start") else "-")
         hired.plot(sizes, [last[k]["team_size_mean"] for k in sizes], **style)
         solved.plot(sizes, [at[k]["useful_work"] for k in sizes], **style)

@@ -69,6 +69,11 @@ def test_the_plot_colours_runs_by_the_warm_start_they_name():
         == ["_ws3", "_ws3", ""]
 
 
+def test_the_plot_marks_runs_by_the_rl_seed_they_name():
+    stems = ("rl_span4_s1", "labels64_ws2_s0_items64_p2_greedy", "rl_spans_s3", "warm_start_trees", "demo_items64")
+    assert [v2c_table._rl_seed(s) for s in stems] == [1, 0, 3, None, None]
+
+
 def test_warm_start_path_prints_the_path_alone_with_two_ranks(tmp_path):
     env = dict(os.environ, SWARMRL_CACHE_DIR=str(tmp_path / "cache"))
     cmd = [sys.executable, str(ROOT / "benchmarks" / "warm_start_path.py"), "tiny_test", "warmstart.processes=2"]
