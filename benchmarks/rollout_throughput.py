@@ -36,7 +36,7 @@ def run_runtime(cfg, policy, seed: int, waves: bool = False) -> dict:
     problems = task.sample(np.random.default_rng([cfg.seed, seed]), cfg.rl.problems_per_step)
     rollouts = [runtime.new_rollout(g * cfg.rl.rollouts_per_problem + j, g, p, cfg.time_limit.end, max_experts_for(cfg))
                 for g, p in enumerate(problems) for j in range(cfg.rl.rollouts_per_problem)]
-    actor = LLMActor(policy, cfg.sampler.max_new_tokens_per_turn, temperature=cfg.sampler.temperature)
+    actor = LLMActor.from_config(cfg.sampler, policy)
     calls = []  # rows in the batch at each decode step (the stream) or per sampler call (waves)
     if waves:
         inner = actor.act

@@ -132,6 +132,8 @@ def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
         (1 <= t.items_per_problem <= MAX_ITEMS,
          f"task.items_per_problem must be in [1, {MAX_ITEMS}] (items are labelled A..Z, AA..ZZ), got "
          f"{t.items_per_problem}"),
+        (0 <= cfg.sampler.draft_tokens <= 16,
+         f"sampler.draft_tokens must be in [0, 16] (0: one token per decode call), got {cfg.sampler.draft_tokens}"),
         (0 <= t.label_pool <= MAX_ITEMS,
          f"task.label_pool must be in [0, {MAX_ITEMS}] (items are labelled A..Z, AA..ZZ), got {t.label_pool}"),
         (2 <= t.modulus <= 10, f"task.modulus must be in [2, 10] (single-digit answers), got {t.modulus}"),

@@ -39,6 +39,12 @@ class SamplerConfig:
     """Isolated LoRA policies: each LoRA layer runs every adapter's A at once and keeps each row's
     own (a mask), instead of PEFT's loop over the adapters (`hf` engine; policy/lora_batch.py).
     Logits equal PEFT's up to float rounding; false keeps PEFT's own loop."""
+    draft_tokens: int = 0
+    """Guessed tokens a decode call verifies per row after its newest token (`hf` engine,
+    continuous batching, full attention; policy/speculative.py). The guesses come from what
+    followed the same recent tokens in earlier turns; the sampler draws every token from the
+    model as without them, so the tokens are the same up to float rounding and only the number
+    of decode calls changes. 0 = one token per call."""
     kv_cache_mb: float = 1024.0
     """Cap, in MiB, on the KV caches kept between turns: saved per-agent caches (`prefix_cache`)
     and shared prompts (`share_prompts`). Over the cap, shared prompts go first, then finished

@@ -17,9 +17,10 @@ from swarmrl.policy.sharing import PolicySet, make_policy_set
 class LLMActor:
     def __init__(self, policies: PolicySet | Policy, max_new_tokens: int, greedy: bool = False,
                  temperature: float = 1.0, continuous: bool = True, prefix_cache: bool = True,
-                 kv_cache_mb: float = 0.0, share_prompts: bool = True):
+                 kv_cache_mb: float = 0.0, share_prompts: bool = True, draft_tokens: int = 0):
         """`kv_cache_mb`: cap on the KV caches kept between turns (0 = no cap); `share_prompts`:
-        prompts that start like an earlier one run only their remainder (sampler.share_prompts)."""
+        prompts that start like an earlier one run only their remainder (sampler.share_prompts);
+        `draft_tokens`: sampler.draft_tokens (continuous batching only)."""
         if isinstance(policies, Policy):
             policies = make_policy_set(policies, "shared", ["any"], temperature=temperature)
         self.policies = policies
@@ -27,13 +28,14 @@ class LLMActor:
         self.greedy = greedy
         self.generated_tokens = 0  # running count, for tokens/s
         self.continuous, self.prefix_cache, self.kv_cache_mb = continuous, prefix_cache, kv_cache_mb
-        self.share_prompts = share_prompts
+        self.share_prompts, self.draft_tokens = share_prompts, draft_tokens
 
     @classmethod
     def from_config(cls, sampler_cfg, policies: PolicySet | Policy, greedy: bool = False) -> "LLMActor":
         return cls(policies, sampler_cfg.max_new_tokens_per_turn, greedy=greedy, temperature=sampler_cfg.temperature,
                    continuous=sampler_cfg.batching == "continuous", prefix_cache=sampler_cfg.prefix_cache,
-                   kv_cache_mb=sampler_cfg.kv_cache_mb, share_prompts=sampler_cfg.share_prompts)
+                   kv_cache_mb=sampler_cfg.kv_cache_mb, share_prompts=sampler_cfg.share_prompts,
+                   draft_tokens=sampler_cfg.draft_tokens)
 
     def act(self, requests: Sequence, seed: int) -> list[Sample]:
         out = self.policies.generate([r.prompt for r in requests], [r.agent.role for r in requests],
@@ -45,7 +47,8 @@ class LLMActor:
     def open_stream(self) -> "ActorStream | None":
         """Continuous batching across rollouts (collective/runtime.py), when the policies allow it."""
         stream = (self.policies.stream(self.max_new_tokens, greedy=self.greedy, kv_cache_mb=self.kv_cache_mb,
-                                       share_prompts=self.share_prompts) if self.continuous else None)
+                                       share_prompts=self.share_prompts, draft_tokens=self.draft_tokens)
+                  if self.continuous else None)
         return None if stream is None else ActorStream(self, stream)
 
 

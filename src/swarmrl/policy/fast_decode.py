@@ -58,13 +58,13 @@ class FastDecode:
         return cls(model)
 
     def __call__(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor, cache) -> torch.Tensor:
-        """ids, pos [A, 1]; mask None or [A, 1, 1, W] bool (kvcache.decode_mask) -> logits [A, V],
-        the cache one column longer: through the fast step where it has been found bitwise equal
-        to model(...), else through model(...)."""
+        """ids, pos [A, Q]; mask None or [A, 1, Q, W] bool (kvcache.decode_mask; speculative.block_mask)
+        -> logits [A, Q, V], the cache Q columns longer: through the fast step where it has been
+        found equal to model(...) (Q = 1: bitwise; Q > 1: to float rounding), else through model(...)."""
         if not self.applies(ids, cache):
             return self._reference(ids, mask, pos, cache)
         p = next(self.model.parameters())
-        key = (type(self.model), self.lora, p.dtype, p.device.type, mask is None,
+        key = (type(self.model), self.lora, p.dtype, p.device.type, mask is None, ids.shape[1] > 1,
                torch.is_autocast_enabled(p.device.type), torch.get_default_dtype(), self.config)
         verdict = _VERDICTS.get(key)
         if verdict is None:
@@ -74,26 +74,27 @@ class FastDecode:
 
     @staticmethod
     def applies(ids: torch.Tensor, cache) -> bool:
-        return (ids.shape[1] == 1 and not getattr(cache, "offloading", False)
+        return (not getattr(cache, "offloading", False)
                 and all(type(layer) is ReservedLayer for layer in cache.layers))
 
     def _reference(self, ids, mask, pos, cache) -> torch.Tensor:
-        return self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
-                          **{self.cache_kw: cache}).logits[:, -1]
+        q = ids.shape[1]
+        return self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=q,
+                          **{self.cache_kw: cache}).logits[:, -q:]
 
     def _check(self, ids, mask, pos, cache) -> tuple[bool, torch.Tensor]:
         """Run this step, then model(...) from the same cache state: (equal logits and
         keys/values, model(...)'s logits), the cache as model(...) left it."""
-        lens = [layer._len for layer in cache.layers]
+        lens, q = [layer._len for layer in cache.layers], ids.shape[1]
         fast = self._step(ids, mask, pos, cache)
-        kv = [(layer.keys[..., -1:, :].clone(), layer.values[..., -1:, :].clone()) for layer in cache.layers]
+        kv = [(layer.keys[..., -q:, :].clone(), layer.values[..., -q:, :].clone()) for layer in cache.layers]
         for layer, n in zip(cache.layers, lens):  # ReservedLayer: the next write goes to column n again
             layer._len = n
             layer._expose()
         ref = self._reference(ids, mask, pos, cache)
-        same = torch.equal(fast, ref) and all(torch.equal(k, layer.keys[..., -1:, :]) and
-                                              torch.equal(v, layer.values[..., -1:, :])
-                                              for (k, v), layer in zip(kv, cache.layers))
+        same = _same if q == 1 else _close  # several columns: packed heads sum in another order
+        same = same(fast, ref) and all(same(k, layer.keys[..., -q:, :]) and same(v, layer.values[..., -q:, :])
+                                       for (k, v), layer in zip(kv, cache.layers))
         if not same:
             log.warning("the fast decode step differs from %s's forward under transformers %s; decoding "
                         "through the model's forward instead", type(self.model).__name__, transformers.__version__)
@@ -101,25 +102,52 @@ class FastDecode:
 
     def _step(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor, cache) -> torch.Tensor:
         base = self.base
-        h = base.embed_tokens(ids)  # [A, 1, H]
-        cos, sin = base.rotary_emb(h, pos)  # [A, 1, head_dim] each
+        h = base.embed_tokens(ids)  # [A, Q, H]
+        cos, sin = base.rotary_emb(h, pos)  # [A, Q, head_dim] each
         for layer, kv in zip(base.layers, cache.layers):
             h = h + self._attention(layer.self_attn, layer.input_layernorm.forward(h), cos, sin, mask, kv)
             mlp = layer.mlp
             x = layer.post_attention_layernorm.forward(h)
             h = h + mlp.down_proj.forward(mlp.act_fn(mlp.gate_proj.forward(x)) * mlp.up_proj.forward(x))
-        h = base.norm.forward(h)
-        return self.model.lm_head.forward(h[:, -1:, :])[:, -1]  # [A, V]
+        return self.model.lm_head.forward(base.norm.forward(h))  # [A, Q, V]
 
     def _attention(self, attn, x, cos, sin, mask, kv) -> torch.Tensor:
-        """x [A, 1, H] -> the attention block's output [A, 1, H], writing this column's keys/values."""
-        shape = (x.shape[0], 1, -1, attn.head_dim)
-        q, k = attn.q_proj.forward(x).view(shape), attn.k_proj.forward(x).view(shape)
+        """x [A, Q, H] -> the attention block's output [A, Q, H], writing these columns' keys/values."""
+        a, q = x.shape[:2]
+        shape = (a, q, -1, attn.head_dim)
+        query, k = attn.q_proj.forward(x).view(shape), attn.k_proj.forward(x).view(shape)
         if hasattr(attn, "q_norm"):  # Qwen3 normalises each head's query and key
-            q, k = attn.q_norm.forward(q), attn.k_norm.forward(k)
+            query, k = attn.q_norm.forward(query), attn.k_norm.forward(k)
         v = attn.v_proj.forward(x).view(shape).transpose(1, 2)
-        q, k = self.rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+        query, k = self.rope(query.transpose(1, 2), k.transpose(1, 2), cos, sin)
         keys, values = kv.update(k, v)
-        out, _ = sdpa_attention_forward(attn, q, keys, values, mask, dropout=0.0, scaling=attn.scaling,
-                                        sliding_window=None)
-        return attn.o_proj.forward(out.reshape(x.shape[0], 1, -1).contiguous())
+        if q == 1:
+            out, _ = sdpa_attention_forward(attn, query, keys, values, mask, dropout=0.0, scaling=attn.scaling,
+                                            sliding_window=None)
+            return attn.o_proj.forward(out.reshape(a, 1, -1).contiguous())
+        return attn.o_proj.forward(packed_attention(query, keys, values, mask, attn.scaling))
+
+
+def packed_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                     scaling: float) -> torch.Tensor:
+    """query [A, H, Q, D], keys/values [A, Hkv, W, D], mask [A, 1, Q, W] bool -> [A, Q, H*D].
+
+    Grouped-query attention with the G = H / Hkv query heads of each key/value head stacked as
+    G*Q queries of that head, so the cache is read as it is; transformers repeats every key and
+    value G times for a query of more than one column (a copy of the whole cache per layer)."""
+    a, h, q, d = query.shape
+    g = h // keys.shape[1]
+    packed = query.reshape(a, h // g, g * q, d)  # heads kv*G + i -> kv head kv, rows i*Q .. i*Q + Q - 1
+    out = torch.nn.functional.scaled_dot_product_attention(packed, keys, values, attn_mask=mask.repeat(1, 1, g, 1),
+                                                           scale=scaling)  # [A, Hkv, G*Q, D]
+    return out.reshape(a, h, q, d).transpose(1, 2).reshape(a, q, h * d)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(a, b)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal to float rounding: within 16 units in the last place of the largest magnitude."""
+    tol = 16 * torch.finfo(a.dtype).eps * max(1.0, float(b.abs().max()))
+    return bool((a - b).abs().max() <= tol)

@@ -167,12 +167,12 @@ class ReservedLayer(DynamicLayer):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         n = key_states.shape[-2]
-        if self._len + n > self._k.shape[-2]:  # out of room (never in the sampler): grow by copying
-            self._k = torch.cat([self._k[..., :self._len, :], key_states], dim=-2)
-            self._v = torch.cat([self._v[..., :self._len, :], value_states], dim=-2)
-        else:
-            self._k[..., self._len:self._len + n, :] = key_states
-            self._v[..., self._len:self._len + n, :] = value_states
+        if self._len + n > self._k.shape[-2]:  # out of room (drafts' holes): grow by half, copying once
+            room = self._len + max(n, self._k.shape[-2] // 2)
+            grow = lambda t: torch.nn.functional.pad(t, (0, 0, 0, room - t.shape[-2]))  # noqa: E731
+            self._k, self._v = grow(self._k[..., :self._len, :]), grow(self._v[..., :self._len, :])
+        self._k[..., self._len:self._len + n, :] = key_states
+        self._v[..., self._len:self._len + n, :] = value_states
         self._len += n
         self._expose()
         return self.keys, self.values

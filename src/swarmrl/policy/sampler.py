@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from swarmrl.policy.decode_state import DecodeSettings, Row
 from swarmrl.policy.fast_decode import FastDecode
 from swarmrl.policy.kvcache import (attention_layout, cache_keyword, crop_left, decode_mask, prefill_parts,
                                     prepared_decode_masks, row_columns, stack_left_padded)
 from swarmrl.policy.lora_batch import AdapterBatch
 from swarmrl.policy.model import Policy
 from swarmrl.policy.prompt_pool import Past, PromptPool
-from swarmrl.policy.sampling import sample_tokens
+from swarmrl.policy.speculative import NgramDrafter, block_mask, emit, hide_rejected, row_context, verify_inputs
 
 
 @dataclass
@@ -53,17 +54,19 @@ class HFSampler:
         # for one row vs ~28k prefill tokens/s). 0 would put every length in its own bucket.
         self.prefill_overhead_tokens = prefill_overhead_tokens
         self.batched_adapters = batched_adapters  # sampler.batched_adapters
+        self.drafter = NgramDrafter()  # kept across streams: the last step's turns guess this step's
 
-    def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False,
-               admit_fraction: float = 0.5, kv_cache_mb: float = 0.0, share_prompts: bool = True) -> "DecodeStream":
+    def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False, admit_fraction: float = 0.5,
+               kv_cache_mb: float = 0.0, share_prompts: bool = True, draft_tokens: int = 0) -> "DecodeStream":
         """`kv_cache_mb`: cap on the saved prefixes (DecodeStream), 0 = no cap. `share_prompts`:
-        prompts that start like one prefilled before run only their remainder (prompt_pool.py)."""
+        prompts that start like one prefilled before run only their remainder (prompt_pool.py).
+        `draft_tokens`: guessed tokens a decode call may verify per row (policy/speculative.py)."""
         settings = DecodeSettings(max_new_tokens=max_new_tokens, temperature=self.temperature, greedy=greedy,
                                   end_id=self.policy.end_id, pad_id=self.policy.pad_id,
                                   max_batch_sequences=self.max_batch_sequences,
                                   prefill_overhead_tokens=self.prefill_overhead_tokens, admit_fraction=admit_fraction,
-                                  batched_adapters=self.batched_adapters)
-        return DecodeStream(self.policy.model, settings, seed, kv_cache_mb, share_prompts)
+                                  batched_adapters=self.batched_adapters, draft_tokens=draft_tokens)
+        return DecodeStream(self.policy.model, settings, seed, kv_cache_mb, share_prompts, self.drafter)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,
@@ -81,34 +84,6 @@ class HFSampler:
             for i, sample in stream.step():
                 out[i] = sample
         return out  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class DecodeSettings:
-    """What a DecodeStream decodes with (HFSampler.stream fills it from the sampler and policy)."""
-
-    max_new_tokens: int  # a turn is cut (hit_cap) after this many tokens
-    temperature: float
-    greedy: bool
-    end_id: int  # the token that ends a turn
-    pad_id: int
-    max_batch_sequences: int  # rows decoded at once; further prompts wait in the queue
-    prefill_overhead_tokens: int  # one forward call's fixed cost in tokens (kvcache.length_buckets)
-    admit_fraction: float  # queued prompts join a running batch once they are this many x its rows
-    batched_adapters: bool = True  # mixed LoRA adapters in batched matmuls (policy/lora_batch.py)
-
-
-@dataclass
-class Row:
-    """One request of a DecodeStream: queued, then a batch row until its turn ends."""
-
-    tag: object  # the caller's name for it, returned with its Sample
-    prompt: list[int]
-    key: object  # the agent whose next prompt extends this one (its KV cache is saved), or None
-    adapter: str | None  # the LoRA adapter it runs through, or None
-    generator: torch.Generator | None  # its own sampling noise (row seed); None: the stream's
-    toks: list[int] = field(default_factory=list)  # generated so far
-    lps: list[float] = field(default_factory=list)  # behaviour log-prob of each token
 
 
 class DecodeStream:
@@ -133,7 +108,7 @@ class DecodeStream:
     """
 
     def __init__(self, model: torch.nn.Module, settings: DecodeSettings, seed: int, kv_cache_mb: float = 0.0,
-                 share_prompts: bool = True):
+                 share_prompts: bool = True, drafter: NgramDrafter | None = None):
         self.model, self.settings = model, settings
         # 'full' or 'sliding' (sliding-window layers: a saved prefix is continued one row per
         # prefill, see kvcache.attention_layout); refuses layers that are not attention.
@@ -150,7 +125,10 @@ class DecodeStream:
         self.live: dict[object, Row] = {}  # tag -> every request added and not yet finished
         self.queue: list[Row] = []  # waiting to join the batch
         self.rows: list[Row] = []  # the batch, in batch order
-        self.cache = self.attn = self.next_pos = self.logits = None  # [A, W] mask, [A] positions, [A, V]
+        self.cache = self.attn = self.next_pos = self.logits = None  # [A, W] mask, [A] positions, [A, Q, V]
+        self.drafts: list[list[int]] = []  # per row: the guesses its last call fed after its last token
+        # Drafts leave holes in a row's columns: exact under full attention only (speculative.py)
+        self.drafter = (drafter or NgramDrafter()) if settings.draft_tokens > 0 and self.layout == "full" else None
         self.stackable = True  # False for sliding-window/static caches: then prompts join an empty batch only
         # key -> (tokens, [(k, v)] per layer), least recently saved first
         self.prefix: OrderedDict[object, tuple[list[int], list]] = OrderedDict()
@@ -162,6 +140,7 @@ class DecodeStream:
         self.cap_bytes = math.ceil(kv_cache_mb * 2**20)  # 0 = no cap; any positive cap is >= 1 byte
         self.ended: set = set()  # keys of agents that take no further turn
         self.evicted = 0  # prefixes dropped by the cap (for diagnostics and tests)
+        self.drafted = self.accepted = 0  # draft tokens fed, and kept (diagnostics, benchmarks/draft_tokens.py)
 
     def add(self, tag, prompt: list[int], adapter: str | None = None, row_seed: int | None = None,
             key=None) -> None:
@@ -187,16 +166,16 @@ class DecodeStream:
         self.cached_bytes -= self.prefix_bytes.pop(key, 0)
         return saved
 
-    def _forward(self, rows: list[Row], fast: bool = False, **inputs) -> torch.Tensor:
-        """The model's last logits [b, V] for `rows`, each through its own adapter if any;
-        `fast`: a decode step through FastDecode (inputs: input_ids, attention_mask, position_ids)."""
+    def _forward(self, rows: list[Row], fast: bool = False, keep: int = 1, **inputs) -> torch.Tensor:
+        """The model's logits at the last `keep` columns [b, keep, V] for `rows`, each through its
+        own adapter if any; `fast`: through FastDecode (inputs: input_ids, attention_mask, position_ids)."""
         adapters = [r.adapter for r in rows] if rows[0].adapter is not None else None
         if adapters is not None and self.lora is None:  # PEFT's own loop over the adapters
             inputs["adapter_names"] = adapters
         with self.lora.rows(adapters) if adapters is not None and self.lora is not None else nullcontext():
             if fast:
                 return self.fast(inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], self.cache)
-            return self.model(**inputs, use_cache=True, logits_to_keep=1).logits[:, -1]
+            return self.model(**inputs, use_cache=True, logits_to_keep=keep).logits[:, -keep:]
 
     # inference_mode, not no_grad: nothing sampled here is ever differentiated (the learner
     # recomputes log-probs from token ids), so autograd's view/version tracking is pure cost.
@@ -221,33 +200,50 @@ class DecodeStream:
             self.queue = self.queue[room:]
         if not self.rows:
             return []
-        gens = self.gen if any(r.generator is None for r in self.rows) else [r.generator for r in self.rows]
-        tok, lp = sample_tokens(self.logits, st.temperature, st.greedy, gens)  # [A], [A]
+        emitted = emit(self.logits, self.drafts, self.rows, self.gen, st.temperature, st.greedy, st.end_id,
+                       st.max_new_tokens)  # per row: tokens drawn this step (1 + the drafts it kept)
+        if self.logits.shape[1] > 1:  # a call over drafts: rejected columns become holes
+            self.accepted += sum(emitted) - len(emitted)
+            self.attn = hide_rejected(self.attn, self.logits.shape[1], self.drafts, emitted)
+            self.next_pos = self.next_pos + torch.tensor(emitted, device=self.device) - 1
         keep, done = [], []
-        for j, (row, k, v) in enumerate(zip(self.rows, tok.tolist(), lp.tolist())):
-            row.toks.append(k)
-            row.lps.append(v)
-            stopped = k == st.end_id
+        for j, row in enumerate(self.rows):
+            stopped = row.toks[-1] == st.end_id
             if stopped or len(row.toks) >= st.max_new_tokens:
                 self._save_prefix(j, row)
+                if self.drafter is not None:
+                    self.drafter.observe(row_context(row.prompt, []) + row.toks)
                 del self.live[row.tag]
                 done.append((row.tag, Sample(row.toks, row.lps, hit_cap=not stopped)))
             else:
                 keep.append(j)
         if len(keep) < len(self.rows):  # drop finished rows from the batch and the KV cache
             self._select(keep)
-            tok = tok[keep]
         if self.rows:
-            self.attn = torch.cat([self.attn, torch.ones_like(self.attn[:, :1])], dim=1)  # [A, W+1]
-            mask = decode_mask(self.attn) if self.prepared_masks else self.attn
-            ids, pos = tok.unsqueeze(-1), self.next_pos.unsqueeze(-1)  # [A, 1] each
-            self.logits = self._forward(self.rows, self.fast is not None, input_ids=ids, attention_mask=mask,
-                                        position_ids=pos, **{self.cache_kw: self.cache})  # [A, V]
-            self.next_pos = self.next_pos + 1
+            self._decode()
         return done
+
+    def _decode(self) -> None:
+        """One call: each row's newest token, then its drafts (if drafting), at its next positions."""
+        last = torch.tensor([row.toks[-1] for row in self.rows], device=self.device)  # [A]
+        k = self.settings.draft_tokens if self.drafter is not None and self.stackable else 0
+        self.drafts = [self.drafter.draft(row_context(row.prompt, row.toks), k) if k else [] for row in self.rows]
+        ids, fed = verify_inputs(last, self.drafts, self.settings.pad_id)  # [A, Q] each
+        self.drafted += sum(len(d) for d in self.drafts)
+        q = ids.shape[1]
+        self.attn = torch.cat([self.attn, fed.to(self.device)], dim=1)  # [A, W+Q]
+        if q == 1:
+            mask = decode_mask(self.attn) if self.prepared_masks else self.attn
+        else:
+            mask = block_mask(self.attn, q) if self.prepared_masks else self.attn
+        pos = self.next_pos.unsqueeze(-1) + torch.arange(q, device=self.device)  # [A, Q]
+        self.logits = self._forward(self.rows, self.fast is not None, keep=q, input_ids=ids.to(self.device),
+                                    attention_mask=mask, position_ids=pos, **{self.cache_kw: self.cache})  # [A, Q, V]
+        self.next_pos = self.next_pos + 1
 
     def _select(self, keep: list[int]) -> None:
         self.rows = [self.rows[j] for j in keep]
+        self.drafts = [self.drafts[j] for j in keep]
         if not keep:
             self.cache = self.attn = self.next_pos = self.logits = None
             return
@@ -302,13 +298,13 @@ class DecodeStream:
             cache, logit, mask, pos = self._prefill_part(part)
             self._pool_prompts(part, cache, mask)
             caches.append(cache)
-            logits.append(logit)
+            logits.append(logit.unsqueeze(1))  # [b, 1, V]
             masks.append(mask)
             next_pos.append(pos)
             rows += [row for row, _, _ in part]
         if self.rows:
             caches.insert(0, self.cache)
-            logits.insert(0, self.logits)
+            logits.insert(0, self.logits)  # [A, Q, V]: the new rows' logits are padded to Q (never read)
             masks.insert(0, self.attn)
             next_pos.insert(0, self.next_pos)
         stacked = stack_left_padded(caches, self.settings.max_new_tokens)
@@ -320,7 +316,9 @@ class DecodeStream:
         self.cache = stacked or caches[0]
         self.attn = torch.cat([torch.nn.functional.pad(m, (width - m.shape[1], 0)) for m in masks])  # [A, W]
         self.next_pos = torch.cat(next_pos)  # [A]
-        self.logits = torch.cat(logits)  # [A, V]
+        q = max(x.shape[1] for x in logits)
+        self.logits = torch.cat([torch.nn.functional.pad(x, (0, 0, 0, q - x.shape[1])) for x in logits])  # [A, Q, V]
+        self.drafts = (self.drafts if self.rows else []) + [[] for _ in rows]
         self.rows = self.rows + rows
 
     def _prefill_part(self, part: list) -> tuple[DynamicCache, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -348,7 +346,7 @@ class DecodeStream:
                                                  for kv in layers])
         ids, mask, pos = ids.to(self.device), mask.to(self.device), pos.to(self.device)
         logits = self._forward([row for row, _, _ in part], input_ids=ids, attention_mask=mask, position_ids=pos,
-                               **{self.cache_kw: cache})
+                               **{self.cache_kw: cache})[:, -1]
         return cache, logits, mask, pos[:, -1] + 1
 
     def _save_prefix(self, j: int, row: Row) -> None:

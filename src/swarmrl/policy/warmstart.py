@@ -60,7 +60,7 @@ _DEMO_CODE = (arith, arith_items, arith_scripts, arith_roles, runtime_module, ha
 _LEARNER_ONLY = ("device", "mixed_precision", "gradient_checkpointing")
 
 
-_SAMPLER_COMPUTE_ONLY = ("share_prompts", "batched_adapters")
+_SAMPLER_COMPUTE_ONLY = ("share_prompts", "batched_adapters", "draft_tokens")
 
 
 def _plugin_code(*classes: type) -> list[str]:
