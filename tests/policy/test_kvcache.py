@@ -67,6 +67,17 @@ def test_reserved_layer_matches_dynamic_layer():
     assert torch.equal(res.keys, torch.cat([dyn.keys[1:, :, 3:], nk[:1]], dim=-2))
 
 
+def test_reserved_layer_grows_by_half_when_several_columns_run_past_the_reserve():
+    g = torch.Generator().manual_seed(2)
+    k, v = torch.randn(2, 2, 6, 4, generator=g), torch.randn(2, 2, 6, 4, generator=g)
+    dyn, res = DynamicLayer(), ReservedLayer.stacked([(k, v)], reserve=2)  # room for 8 columns
+    dyn.update(k, v)
+    for n, room in ((5, 15), (3, 15), (2, 23)):  # 6+5 > 8: 11 + 8 // 2; 14 fits; 16 > 15: 16 + 15 // 2
+        nk, nv = torch.randn(2, 2, n, 4, generator=g), torch.randn(2, 2, n, 4, generator=g)
+        a, b = dyn.update(nk, nv), res.update(nk, nv)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and res._k.shape[-2] == room
+
+
 def test_row_columns_copies_one_rows_columns_in_every_layer():
     g = torch.Generator().manual_seed(1)
     layers = [(torch.randn(3, 2, 6, 4, generator=g), torch.randn(3, 2, 6, 4, generator=g)) for _ in range(2)]

@@ -135,7 +135,8 @@ def test_drafts_change_the_calls_not_the_tokens(tokenizer, name, monkeypatch):  
     for k in plain:
         for (_, lp0), (_, lp1) in zip(plain[k], drafted[k]):
             assert lp1 == pytest.approx(lp0, abs=1e-9)
-    assert True in fast_decode._VERDICTS.values()  # the verify calls ran through the fast step
+    # the verify calls ran through the fast step (key: ..., several columns, ...)
+    assert [v for key, v in fast_decode._VERDICTS.items() if key[5]] == [True]
 
 
 def test_float32_drafts_sample_the_same_tokens_to_rounding(tokenizer):  # noqa: F811

@@ -167,8 +167,8 @@ class ReservedLayer(DynamicLayer):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         n = key_states.shape[-2]
-        if self._len + n > self._k.shape[-2]:  # out of room (drafts' holes): grow by half, copying once
-            room = self._len + max(n, self._k.shape[-2] // 2)
+        if self._len + n > self._k.shape[-2]:  # out of room (drafts' holes): half the size again spare
+            room = self._len + n + self._k.shape[-2] // 2
             grow = lambda t: torch.nn.functional.pad(t, (0, 0, 0, room - t.shape[-2]))  # noqa: E731
             self._k, self._v = grow(self._k[..., :self._len, :]), grow(self._v[..., :self._len, :])
         self._k[..., self._len:self._len + n, :] = key_states
