@@ -13,7 +13,8 @@ from swarmrl.config import ConfigError, load_config
 from swarmrl.distributed import DistributedError, shard_groups
 from swarmrl.distributed.ray_backend import check_reachable
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.policy.sampler import HFSampler, sample_tokens
+from swarmrl.policy.sampler import HFSampler
+from swarmrl.policy.sampling import sample_tokens
 from swarmrl.rl.trainer import Trainer
 
 from dist_helpers import TINY, timeless, tiny_cfg
