@@ -1,8 +1,9 @@
 """Draft tokens (sampler.draft_tokens, policy/speculative.py): one RL step's rollouts with and without.
 
-Each arm samples the demo config's rollouts (or the overrides') through its own sampler, all arms
+Each arm samples the demo config's rollouts (or the overrides') through its own actor, all arms
 on the same model, arms interleaved within each repeat (the order rotating), after one untimed
-warm-up step per arm (the draft table is kept across steps, as in training). Per arm and repeat:
+warm-up step per arm; each step's draft tables start from the arm's previous step's turns, as in
+training (rl/trainer.py). Per arm and repeat:
 wall time of the rollouts, decode calls, generated tokens, draft tokens fed and kept, and whether
 every rollout's replies equal the first arm's (draft tokens change the calls, not the tokens, up
 to float rounding). The summary: per arm the median wall and its median ratio to the first arm.
@@ -31,6 +32,7 @@ from swarmrl.config import load_config
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import load_policy
 from swarmrl.policy.sharing import make_policy_set
+from swarmrl.policy.speculative import draft_corpus
 from swarmrl.policy.warmstart import warm_start
 
 
@@ -70,6 +72,8 @@ class Arm:
         t0 = time.perf_counter()
         runtime.run(rollouts, self.actor, seed=seed)
         wall = time.perf_counter() - t0
+        if self.k:  # the next step's tables start from this step's turns, as in training (rl/trainer.py)
+            self.actor.draft_corpus = draft_corpus(rollouts)
         s = self.streams
         row = {"wall_s": wall, "generated_tokens": self.actor.generated_tokens - tokens0,
                "decode_calls": sum(x.calls for x in s), "drafted": sum(x.drafted for x in s),

@@ -39,15 +39,15 @@ class SamplerConfig:
     """Isolated LoRA policies: each LoRA layer runs every adapter's A at once and keeps each row's
     own (a mask), instead of PEFT's loop over the adapters (`hf` engine; policy/lora_batch.py).
     Logits equal PEFT's up to float rounding; false keeps PEFT's own loop."""
-    draft_tokens: int = 0
+    draft_tokens: int = 3
     """Guessed tokens a decode call verifies per row after its newest token (`hf` engine,
     continuous batching, full attention; policy/speculative.py). The guesses come from what
-    followed the same recent tokens in the turns this sampler finished before; every token is
-    still drawn from the model, so the tokens are those of 0 up to float rounding, and only the
-    number of decode calls changes (2 CPU cores: one rank's share of the demo's rollouts in
-    0.82x the time at 3; benchmarks/draft_tokens.py). Not bitwise: a call over several columns
-    rounds differently, and the guess table is sampler state that checkpoints do not hold, so a
-    resumed run equals a straight one only to float rounding. 0 = one token per call."""
+    followed the same recent tokens in the previous RL step's turns and the stream's finished
+    ones; every token is still drawn from the model, so the tokens are those of 0 up to float
+    rounding (a call over several columns rounds differently), in 2-3x fewer decode calls (2 CPU
+    cores: the demo's rollouts in about 0.87x the time; benchmarks/draft_tokens.py). The previous
+    step's turns are in every checkpoint, so a resumed run still equals a straight one to the
+    bit. 0 = one token per call."""
     kv_cache_mb: float = 1024.0
     """Cap, in MiB, on the KV caches kept between turns: saved per-agent caches (`prefix_cache`)
     and shared prompts (`share_prompts`). Over the cap, shared prompts go first, then finished

@@ -5,14 +5,16 @@ while making fewer decode calls."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy import fast_decode
 from swarmrl.policy.sampler import HFSampler
-from swarmrl.policy.speculative import (NgramDrafter, block_mask, emit, hide_rejected, row_context,
-                                        verify_inputs)
+from swarmrl.policy.speculative import (MAX_CONTEXT, NgramDrafter, block_mask, corpus_from_tensors, corpus_tensors,
+                                        draft_corpus, emit, hide_rejected, row_context, verify_inputs)
 from test_architectures import one_thread, prompts_of_lengths, tiny, tokenizer  # noqa: F401  (fixtures)
 
 
@@ -36,6 +38,30 @@ def test_the_table_starts_afresh_past_its_size():
     d.observe([4, 5])  # (4,): 4 entries, over the limit at the next observation
     d.observe([6, 7])
     assert d.draft([1], 1) == [] and d.draft([6], 1) == [7]
+
+
+def test_a_corpus_weighs_like_repeated_observations():
+    once, weighed = NgramDrafter(max_context=2), NgramDrafter.from_corpus([([1, 2, 3], 1), ([1, 2, 4], 2)])
+    for seq in ([1, 2, 3], [1, 2, 4], [1, 2, 4]):
+        once.observe(seq)
+    assert weighed.draft([1, 2], 1) == once.draft([1, 2], 1) == [4]
+
+
+def _agent(ids, gen_mask):
+    return SimpleNamespace(ids=ids, gen_mask=gen_mask)
+
+
+def test_the_corpus_is_every_generated_span_with_the_tokens_before_it_in_rollout_order():
+    pre = list(range(100, 100 + MAX_CONTEXT + 2))  # a header longer than the context
+    a = _agent(pre + [1, 2] + [50, 51] + [3], [0] * len(pre) + [1, 1, 0, 0, 1])
+    b = _agent([7, 1, 2], [0, 1, 1])
+    r1 = SimpleNamespace(index=1, agents={"ceo": b})
+    r0 = SimpleNamespace(index=0, agents={"ceo": a, "expert-1": b})
+    corpus = draft_corpus([r1, r0])  # sorted by rollout index; identical spans merged, first place kept
+    ctx = (pre + [1, 2, 50, 51])[-MAX_CONTEXT:]
+    assert corpus == [(pre[-MAX_CONTEXT:] + [1, 2], 1), (ctx + [3], 1), ([7, 1, 2], 2)]
+    back = corpus_from_tensors(corpus_tensors(corpus))
+    assert back == corpus
 
 
 def test_row_context_is_the_last_tokens_of_prompt_and_reply():
@@ -88,14 +114,11 @@ def test_a_row_keeps_its_drafts_only_while_it_draws_them():
     assert rows[0].lps == pytest.approx([0.0, 0.0, 0.0], abs=1e-6)
 
 
-def multi_turn(policy, draft_tokens: int, drafter=None, turns: int = 3):
+def multi_turn(policy, draft_tokens: int, corpus=None, turns: int = 3):
     """Four agents with saved prefixes over three turns, rows joining and leaving, sampled with row
     seeds (test_fast_decode.py's stream). -> ({agent: [(ids, logprobs)]}, stream)"""
-    sampler = HFSampler(policy, temperature=0.8)
-    if drafter is not None:
-        sampler.drafter = drafter
     prompts = dict(zip("abcd", prompts_of_lengths([5, 12, 3, 20], seed=11)))
-    stream = sampler.stream(12, draft_tokens=draft_tokens)
+    stream = HFSampler(policy, temperature=0.8).stream(12, draft_tokens=draft_tokens, draft_corpus=corpus)
     out, calls = {k: [] for k in prompts}, 0
     for turn in range(turns):
         for i, (k, prompt) in enumerate(prompts.items()):
@@ -109,14 +132,11 @@ def multi_turn(policy, draft_tokens: int, drafter=None, turns: int = 3):
     return out, stream
 
 
-def _primed(turns: dict, corrupt_every: int) -> NgramDrafter:
-    """A table that has seen the turns, every `corrupt_every`-th token changed: its drafts are right
-    for a few tokens, then wrong (rejections and holes)."""
-    d = NgramDrafter()
-    for seqs in turns.values():
-        for ids, _ in seqs:
-            d.observe([t if i % corrupt_every else (t + 1) % 200 for i, t in enumerate(ids)])
-    return d
+def _primed(turns: dict, corrupt_every: int) -> list:
+    """A corpus of the turns, every `corrupt_every`-th token changed: its drafts are right for a few
+    tokens, then wrong (rejections and holes)."""
+    return [([t if i % corrupt_every else (t + 1) % 200 for i, t in enumerate(ids)], 1)
+            for seqs in turns.values() for ids, _ in seqs]
 
 
 @pytest.mark.parametrize("name", ["qwen3", "llama"])

@@ -36,6 +36,10 @@ class RolloutBackend(Protocol):
         `distributed/*` metrics)."""
         ...
 
+    def set_draft_corpus(self, corpus: list) -> None:
+        """What the next steps' samplers start their draft tables from (policy/speculative.py)."""
+        ...
+
     def close(self) -> None:
         """Release what the backend started (workers, a cluster, a sampling engine); idempotent."""
         ...
@@ -68,6 +72,9 @@ class LocalBackend:
         if self.cfg.sampler.engine == "vllm":  # sampling in this process: the engine lives here
             from swarmrl.policy.vllm_engine import VLLMSampler
             policies.engine = VLLMSampler(self.cfg, policies)
+
+    def set_draft_corpus(self, corpus: list) -> None:
+        self.actor.draft_corpus = corpus
 
     def run(self, step: int, make: RolloutFactory) -> tuple[list[Rollout], dict]:
         if step != self.version:

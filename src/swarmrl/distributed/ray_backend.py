@@ -98,7 +98,8 @@ class RayBackend:
             self.close()
             raise
         self.policies = None
-        self.weights: dict[int, object] = {}  # version -> object ref of the published weights
+        self.weights: dict[int, object] = {}  # version -> object refs of the published weights and draft corpus
+        self.draft_corpus: list = []  # published with the next weights (policy/speculative.py)
         self.pending: dict[int, list[_Job]] = {}  # step -> its shards in flight
         self.restarts_total = 0
         self._die: set[int] = set()
@@ -121,11 +122,15 @@ class RayBackend:
     def attach(self, runtime, actor, policies) -> None:
         self.policies = policies  # the learner's weights, published each step
 
+    def set_draft_corpus(self, corpus: list) -> None:
+        self.draft_corpus = corpus
+
     # ---------------------------------------------------------------- a step
     def run(self, step: int, make: RolloutFactory) -> tuple[list[Rollout], dict]:
         if step not in self.weights:
             # on the CPU: a worker (no GPU reserved) unpickles them
-            self.weights[step] = self.ray.put(cpu_groups(self.policies.state_tensors()))  # once per version
+            self.weights[step] = [self.ray.put(cpu_groups(self.policies.state_tensors())),  # once per version
+                                  self.ray.put(self.draft_corpus)]
         # The current step, then (async) up to max_staleness steps ahead, all with weights v=step.
         last = min(step + self.cfg.distributed.max_staleness, self.cfg.rl.steps - 1)
         for s in range(step, max(last, step) + 1):
@@ -151,7 +156,7 @@ class RayBackend:
         job.handle = self.workers[job.worker]
         die = job.worker in self._die
         self._die.discard(job.worker)
-        job.future = job.handle.run.remote(job.rollouts, job.seed, job.version, [self.weights[job.version]], die)
+        job.future = job.handle.run.remote(job.rollouts, job.seed, job.version, self.weights[job.version], die)
 
     def _gather(self, jobs: list[_Job]) -> tuple[list[Rollout], int]:
         """Every shard's rollouts; a shard whose worker died runs again on its replacement."""

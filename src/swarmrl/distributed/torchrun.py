@@ -106,6 +106,9 @@ class TorchrunBackend:
     def attach(self, runtime, actor, policies) -> None:
         self.runtime, self.actor, self.policies = runtime, actor, policies
 
+    def set_draft_corpus(self, corpus: list) -> None:
+        self.actor.draft_corpus = corpus  # every rank holds every rollout: the same corpus everywhere
+
     def run(self, step: int, make: RolloutFactory) -> tuple[list, dict]:
         self.learner.gather()  # fsdp: full weights on every rank, so sampling needs no collective
         rollouts, seed = make(step)

@@ -40,12 +40,14 @@ class RolloutWorker:
 
     def run(self, rollouts: list[Rollout], seed: int, version: int, weights_box: list,
             die: bool = False) -> tuple[list[Rollout], int, float]:
-        """Run the rollouts with weights `version` -> (rollouts, the version that produced them, seconds)."""
+        """Run the rollouts with weights `version` -> (rollouts, the version that produced them, seconds).
+        `weights_box`: object refs of the weights and of the draft corpus published with them."""
         if die:  # test-only fault injection (RayBackend.inject_failure): the process dies mid-step
             os._exit(1)
         if version != self.version:
             import ray
             self.policies.load_state_tensors(ray.get(weights_box[0]), f"weights v{version}")
+            self.actor.draft_corpus = ray.get(weights_box[1])
             if self.policies.engine is not None:
                 # a replacement worker may get an older resubmitted shard after a newer one: rewind on purpose
                 self.policies.engine.load_weights(self.policies.state_tensors(), version,

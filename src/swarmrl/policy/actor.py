@@ -29,6 +29,8 @@ class LLMActor:
         self.generated_tokens = 0  # running count, for tokens/s
         self.continuous, self.prefix_cache, self.kv_cache_mb = continuous, prefix_cache, kv_cache_mb
         self.share_prompts, self.draft_tokens = share_prompts, draft_tokens
+        # What a stream's draft table starts from: the previous RL step's turns (the trainer sets it)
+        self.draft_corpus: list = []
 
     @classmethod
     def from_config(cls, sampler_cfg, policies: PolicySet | Policy, greedy: bool = False) -> "LLMActor":
@@ -47,7 +49,8 @@ class LLMActor:
     def open_stream(self) -> "ActorStream | None":
         """Continuous batching across rollouts (collective/runtime.py), when the policies allow it."""
         stream = (self.policies.stream(self.max_new_tokens, greedy=self.greedy, kv_cache_mb=self.kv_cache_mb,
-                                       share_prompts=self.share_prompts, draft_tokens=self.draft_tokens)
+                                       share_prompts=self.share_prompts, draft_tokens=self.draft_tokens,
+                                       draft_corpus=self.draft_corpus)
                   if self.continuous else None)
         return None if stream is None else ActorStream(self, stream)
 

@@ -54,19 +54,21 @@ class HFSampler:
         # for one row vs ~28k prefill tokens/s). 0 would put every length in its own bucket.
         self.prefill_overhead_tokens = prefill_overhead_tokens
         self.batched_adapters = batched_adapters  # sampler.batched_adapters
-        self.drafter = NgramDrafter()  # kept across streams: the last step's turns guess this step's
 
     def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False, admit_fraction: float = 0.5,
-               kv_cache_mb: float = 0.0, share_prompts: bool = True, draft_tokens: int = 0) -> "DecodeStream":
+               kv_cache_mb: float = 0.0, share_prompts: bool = True, draft_tokens: int = 0,
+               draft_corpus: list | None = None) -> "DecodeStream":
         """`kv_cache_mb`: cap on the saved prefixes (DecodeStream), 0 = no cap. `share_prompts`:
         prompts that start like one prefilled before run only their remainder (prompt_pool.py).
-        `draft_tokens`: guessed tokens a decode call may verify per row (policy/speculative.py)."""
+        `draft_tokens`: guessed tokens a decode call may verify per row, from a table that starts
+        from `draft_corpus` (policy/speculative.py `draft_corpus`) and learns the stream's turns."""
         settings = DecodeSettings(max_new_tokens=max_new_tokens, temperature=self.temperature, greedy=greedy,
                                   end_id=self.policy.end_id, pad_id=self.policy.pad_id,
                                   max_batch_sequences=self.max_batch_sequences,
                                   prefill_overhead_tokens=self.prefill_overhead_tokens, admit_fraction=admit_fraction,
                                   batched_adapters=self.batched_adapters, draft_tokens=draft_tokens)
-        return DecodeStream(self.policy.model, settings, seed, kv_cache_mb, share_prompts, self.drafter)
+        drafter = NgramDrafter.from_corpus(draft_corpus or []) if draft_tokens else None
+        return DecodeStream(self.policy.model, settings, seed, kv_cache_mb, share_prompts, drafter)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seed: int,

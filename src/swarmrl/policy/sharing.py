@@ -120,15 +120,18 @@ class PolicySet(metaclass=_ByMode):
 
     # ------------------------------------------------------------------ sampling
     def stream(self, max_new_tokens: int, seed: int = 0, greedy: bool = False,
-               kv_cache_mb: float = 0.0, share_prompts: bool = True, draft_tokens: int = 0) -> DecodeStream | None:
+               kv_cache_mb: float = 0.0, share_prompts: bool = True, draft_tokens: int = 0,
+               draft_corpus: list | None = None) -> DecodeStream | None:
         """Continuous batching (HFSampler.stream) where one batch can hold every row: shared, or
         isolated with mixed adapters. None for full per-role copies and external engines.
         `kv_cache_mb`: cap on the saved KV caches (sampler.kv_cache_mb; 0 = no cap);
-        `share_prompts`: sampler.share_prompts; `draft_tokens`: sampler.draft_tokens."""
+        `share_prompts`: sampler.share_prompts; `draft_tokens`: sampler.draft_tokens, guessed from
+        `draft_corpus` and the stream's own turns (policy/speculative.py)."""
         if self.engine is not None or not self.one_model:
             return None
         return self.samplers[self.slots[0]].stream(max_new_tokens, seed, greedy, kv_cache_mb=kv_cache_mb,
-                                                   share_prompts=share_prompts, draft_tokens=draft_tokens)
+                                                   share_prompts=share_prompts, draft_tokens=draft_tokens,
+                                                   draft_corpus=draft_corpus)
 
     def generate(self, prompts: list[list[int]], roles: list[str], max_new_tokens: int, seed: int,
                  greedy: bool = False, row_seeds: list[int] | None = None) -> list[Sample]:

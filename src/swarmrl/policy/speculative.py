@@ -17,6 +17,12 @@ emitted token from its own generator), so with row seeds the tokens are the same
 drafts up to float rounding: a call over several columns rounds the logits differently from a
 call over one (about 1e-6 relative), which can flip a draw sitting on a boundary.
 
+Where the table comes from: each stream starts from a corpus, the previous RL step's turns
+(`draft_corpus`: every rollout's generated spans, in rollout order, which every backend and rank
+holds after a step and a checkpoint stores), and learns from its own turns as they finish. So
+the guesses, and with them the float rounding, are a function of the run's state: a resumed run
+samples what a straight one does, to the bit.
+
 The columns of rejected drafts stay in the KV cache as holes (masked out, like padding), so
 positions run per row, not per column; that is exact for full attention only (kvcache.py
 `attention_layout`), and DecodeStream drafts nothing under a sliding window.
@@ -43,8 +49,17 @@ class NgramDrafter:
         self.n, self.max_entries = max_context, max_entries
         self.table: dict[tuple, list] = {}  # context -> [counts {token: n}, most frequent token]
 
-    def observe(self, tokens: list[int]) -> None:
-        """Count what followed each context of `tokens` (a finished turn, led by a few prompt tokens)."""
+    @classmethod
+    def from_corpus(cls, corpus: list[tuple[list[int], int]]) -> "NgramDrafter":
+        """A table that has observed each (tokens, count) of `corpus`, in order."""
+        d = cls()
+        for tokens, count in corpus:
+            d.observe(tokens, count)
+        return d
+
+    def observe(self, tokens: list[int], count: int = 1) -> None:
+        """Count what followed each context of `tokens` (a finished turn, led by a few prompt
+        tokens), `count` times."""
         if len(self.table) > self.max_entries:
             self.table.clear()
         for i in range(1, len(tokens)):
@@ -52,10 +67,10 @@ class NgramDrafter:
             for m in range(1, min(self.n, i) + 1):
                 entry = self.table.get(key := tuple(tokens[i - m:i]))
                 if entry is None:
-                    self.table[key] = [{nxt: 1}, nxt]
+                    self.table[key] = [{nxt: count}, nxt]
                     continue
                 counts = entry[0]
-                counts[nxt] = counts.get(nxt, 0) + 1
+                counts[nxt] = counts.get(nxt, 0) + count
                 if counts[nxt] > counts[entry[1]]:
                     entry[1] = nxt
 
@@ -76,6 +91,42 @@ class NgramDrafter:
             if entry is not None:
                 return entry[1]
         return None
+
+
+def draft_corpus(rollouts: list) -> list[tuple[list[int], int]]:
+    """The generated spans of `rollouts` (each led by the MAX_CONTEXT tokens before it), in rollout
+    order, then agent and turn order, identical spans merged with their count (first place kept):
+    what a stream's table starts from. [(tokens, count)]"""
+    counts: dict[tuple, int] = {}
+    for r in sorted(rollouts, key=lambda r: r.index):
+        for agent in r.agents.values():
+            mask, ids, i = agent.gen_mask, agent.ids, 0
+            while i < len(mask):
+                if not mask[i]:
+                    i += 1
+                    continue
+                j = i
+                while j < len(mask) and mask[j]:
+                    j += 1
+                span = tuple(ids[max(0, i - MAX_CONTEXT):j])
+                counts[span] = counts.get(span, 0) + 1
+                i = j
+    return [(list(span), n) for span, n in counts.items()]
+
+
+def corpus_tensors(corpus: list[tuple[list[int], int]]) -> dict[str, torch.Tensor]:
+    """A corpus as a checkpoint group: tokens (concatenated), lengths and counts, int64."""
+    return {"tokens": torch.tensor([t for seq, _ in corpus for t in seq], dtype=torch.long),
+            "lengths": torch.tensor([len(seq) for seq, _ in corpus], dtype=torch.long),
+            "counts": torch.tensor([n for _, n in corpus], dtype=torch.long)}
+
+
+def corpus_from_tensors(group: dict[str, torch.Tensor]) -> list[tuple[list[int], int]]:
+    tokens, out, at = group["tokens"].tolist(), [], 0
+    for length, n in zip(group["lengths"].tolist(), group["counts"].tolist()):
+        out.append((tokens[at:at + length], n))
+        at += length
+    return out
 
 
 def row_context(prompt: list[int], toks: list[int], n: int = MAX_CONTEXT) -> list[int]:

@@ -38,11 +38,13 @@ from swarmrl.runs.loggers import Loggers, parse_loggers
 from swarmrl.runs.checkpoint import (Checkpoint, CheckpointError, capture_rng, latest_checkpoint,
                                      load_checkpoint, newest_valid_checkpoint, prune_checkpoints,
                                      restore_rng, save_checkpoint)
+from swarmrl.policy.speculative import corpus_from_tensors, corpus_tensors
 from swarmrl.runs.environment import environment
 from swarmrl.runs.manifest import POLICY_MANIFEST, move_into_place, remove_stale_temps
 from swarmrl.runs.progress import TrainProgress
 from swarmrl.runs.rundir import CONFIG, RunDir
 
+DRAFT_CORPUS = "draft_corpus"  # checkpoint group: the last step's turns (sampler.draft_tokens)
 MODEL_DIR = "model"  # architecture + tokenizer + initial weights: makes a run dir self-contained
 FINAL_DIR = "final"
 
@@ -67,6 +69,8 @@ def save_trainer_checkpoint(run: RunDir, trainer: Trainer) -> Path | None:
         tensors, optims = learner.full_state(trainer.policies, trainer.updater.optimizers)
     if not is_writer():
         return None
+    if trainer.draft_corpus:  # the next step's draft tables start from it (policy/speculative.py)
+        tensors = {**tensors, DRAFT_CORPUS: corpus_tensors(trainer.draft_corpus)}
     return save_checkpoint(
         run.path, trainer.step_idx,
         tensors=tensors,
@@ -93,6 +97,8 @@ def restore_trainer(trainer: Trainer, ckpt: Path | Checkpoint) -> None:
     except KeyError as e:
         raise CheckpointError(str(e.args[0])) from e
     trainer.detectors.load_state_dict(ckpt.state.get("detectors", {}))
+    if DRAFT_CORPUS in ckpt.tensors:
+        trainer.set_draft_corpus(corpus_from_tensors(ckpt.tensors[DRAFT_CORPUS]))
     trainer.step_idx = int(ckpt.state["next_step"])
     restore_rng(ckpt.state["rng"])
 

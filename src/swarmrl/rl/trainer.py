@@ -29,6 +29,7 @@ from swarmrl.diagnostics.roles import observed_multiplicity
 from swarmrl.paths import cache_dir
 from swarmrl.policy.device import autocast_dtype, model_device, peak_memory_metrics
 from swarmrl.policy.model import Policy
+from swarmrl.policy.speculative import draft_corpus
 from swarmrl.rl.advantages import compute_advantages
 from swarmrl.rl.batch import TrainSeq, collect_sequences
 from swarmrl.rl.credit import credit_metrics
@@ -51,6 +52,7 @@ class Trainer:
         self.scenario = p.runtime.scenario
         self.full_cap = self.scenario.team_cap(None)  # the cap of rollouts not given a smaller one
         self.step_idx = 0  # next step to run
+        self.draft_corpus: list = []  # the last step's turns: where the samplers' draft tables start
         model, device = self.policy.model, model_device(self.policy.model)
         dtype = autocast_dtype(device, cfg.model.mixed_precision) or next(model.parameters()).dtype
         # Ranks (learner.processes, torchrun) generate and update their shares side by side and the
@@ -68,6 +70,7 @@ class Trainer:
         #    The backend runs them here or on Ray workers with the current weights.
         rollouts, distributed_metrics = self.backend.run(step, self.step_rollouts)
         rollout_s = time.perf_counter() - t0
+        self.set_draft_corpus(draft_corpus(rollouts) if cfg.sampler.draft_tokens else [])  # next step's guesses
 
         # 2. Reward: the collective score (reward earned before the deadline; latency-shaped
         #    under `shaping.mode`), the same for every agent of a rollout. A rollout whose
@@ -156,6 +159,11 @@ class Trainer:
     def deadline(self, step: int) -> float:
         """Step `step`'s deadline: the curriculum's under RLCR shaping, the safety cap under penalty / none."""
         return deadline_s(self.cfg.shaping, time_limit_at(self.cfg.time_limit, step))
+
+    def set_draft_corpus(self, corpus: list) -> None:
+        """Where every sampler's draft table starts from the next step on (a checkpoint holds it)."""
+        self.draft_corpus = corpus
+        self.backend.set_draft_corpus(corpus)
 
     def step_rollouts(self, step: int) -> tuple[list[Rollout], int]:
         """Step `step`'s rollouts (not yet run) and their sampling seed: a function of (seed, step)
