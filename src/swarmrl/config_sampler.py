@@ -45,7 +45,7 @@ class SamplerConfig:
     followed the same recent tokens in the previous RL step's turns and the stream's finished
     ones; every token is still drawn from the model, so the tokens are those of 0 up to float
     rounding (a call over several columns rounds differently), in 2-3x fewer decode calls (2 CPU
-    cores: the demo's rollouts in about 0.87x the time; benchmarks/draft_tokens.py). The previous
+    cores: one rank's share of the demo's rollouts in 0.85x the time; benchmarks/draft_tokens.py). The previous
     step's turns are in every checkpoint, so a resumed run still equals a straight one to the
     bit. 0 = one token per call."""
     kv_cache_mb: float = 1024.0
