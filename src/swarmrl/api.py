@@ -219,12 +219,13 @@ def check_eval_inputs(run_or_model: str | Path, problems: int | None = None, tea
 
 def evaluate(run_or_model: str | Path, overrides: Overrides = None, time_limit: float | None = None,
              team_size: int | None = None, problems: int | None = None, greedy: bool = False,
-             config: str | Path | Config | None = None) -> dict:
+             config: str | Path | Config | None = None, log: Log = print) -> dict:
     """Score a run (its latest checkpoint), a checkpoint or a model directory on held-out problems.
 
     The config is the run's own (with `overrides`), or `config` when given (needed for a bare
     model directory that is not the default setting). Returns the metrics `swarmrl eval`
-    prints: score_mean, team_size_mean, latency_mean, messages_per_rollout, ...
+    prints: score_mean, team_size_mean, latency_mean, messages_per_rollout, ... `log`: a
+    progress line every 30 s while the rollouts run (None: silent).
     """
     import torch
     from swarmrl.rl.evaluate import evaluate as evaluate_policy
@@ -239,7 +240,8 @@ def evaluate(run_or_model: str | Path, overrides: Overrides = None, time_limit: 
         if ov:
             cfg = config_from_dict(apply_overrides(cfg.to_dict(), ov))
     torch.set_num_threads(cfg.run.threads)
-    return evaluate_policy(cfg, policy, time_limit=time_limit, team_size=team_size, problems=problems, greedy=greedy)
+    return evaluate_policy(cfg, policy, time_limit=time_limit, team_size=team_size, problems=problems, greedy=greedy,
+                           log=log)
 
 
 @dataclass(frozen=True)

@@ -116,18 +116,21 @@ class Runtime:
         return agent
 
     # ---------------------------------------------------------------- event loop
-    def run(self, rollouts: list[Rollout], actor: Actor, seed: int) -> list[Rollout]:
+    def run(self, rollouts: list[Rollout], actor: Actor, seed: int, progress=None) -> list[Rollout]:
         """Run every rollout to its end: continuous batching when the actor streams
-        (collective/streaming.py), else waves of every rollout's safe turns."""
+        (collective/streaming.py), else waves of every rollout's safe turns. `progress`: called
+        with `rollouts` after every applied wave (runs/progress.py RolloutProgress)."""
         stream = actor.open_stream() if hasattr(actor, "open_stream") else None
         if stream is not None:
-            return run_stream(self, rollouts, stream, seed)
+            return run_stream(self, rollouts, stream, seed, progress)
         wave = 0
         while True:
             requests: list[TurnRequest] = []
             for r in rollouts:
                 if not r.done:
                     requests += self.next_turns(r)
+            if progress is not None:  # after next_turns, which closes the rollouts that are over
+                progress(rollouts)
             if not requests:
                 return rollouts
             replies = actor.act(requests, seed=seed_for("wave", seed, wave))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from swarmrl.seeds import seed_for
 
 
-def run_stream(runtime, rollouts: list, stream, seed: int) -> list:
+def run_stream(runtime, rollouts: list, stream, seed: int, progress=None) -> list:
     """Continuous batching: each rollout hands in its next causal wave as soon as its own
     turns are back, instead of waiting for the slowest turn of every rollout. A rollout's
     k-th wave gets the same seed as global wave k of `Runtime.run`'s loop (every live rollout
@@ -39,4 +39,6 @@ def run_stream(runtime, rollouts: list, stream, seed: int) -> list:
                 hand_in(req.rollout)
                 if hasattr(stream, "finished"):  # agents with no turn left: their KV caches can go
                     stream.finished(req.rollout)
+                if progress is not None:
+                    progress(rollouts)
     return rollouts

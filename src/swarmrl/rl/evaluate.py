@@ -12,14 +12,16 @@ from swarmrl.diagnostics.outputs import role_output_metrics
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
 from swarmrl.policy.sharing import PolicySet, tokenizer_of
+from swarmrl.runs.progress import RolloutProgress
 
 
 def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None = None, team_size: int | None = None,
-             problems: int | None = None, greedy: bool = False, runtime=None) -> dict:
+             problems: int | None = None, greedy: bool = False, runtime=None, log=None) -> dict:
     """One rollout per held-out problem (stream seeded by `task.eval_seed`, never used in training).
 
     team_size caps the team (CEO included) where the scenario lets the policy hire: the CEO may
-    hire at most team_size - 1 experts. Scenarios with a fixed team ignore it.
+    hire at most team_size - 1 experts. Scenarios with a fixed team ignore it. `log`: where a
+    progress line goes every 30 s of a long evaluation (None: silent, as validation in training is).
     """
     time_limit = time_limit or cfg.eval.time_limit or cfg.time_limit.end
     if time_limit <= 0:
@@ -38,7 +40,8 @@ def evaluate(cfg: Config, policy: Policy | PolicySet, time_limit: float | None =
                             caps=[cap] * n if scenario.hires else None)
     actor = LLMActor.from_config(cfg.sampler, policy, greedy=greedy)
     t0 = time.perf_counter()
-    runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
+    progress = RolloutProgress("eval", time_limit, log=log) if log is not None else None
+    runtime.run(rollouts, actor, seed=cfg.task.eval_seed, progress=progress)
     m = collective_metrics(rollouts)
     m.update(role_output_metrics(rollouts)[0])
     m.update({"time_limit": time_limit, "team_size_cap": cap + 1, "problems": n,

@@ -166,3 +166,31 @@ class TrainProgress:
             # Text, not a markup string: alert text may contain "[" from role names etc.
             items.append(Text.assemble(("alerts: ", "bold red"), str(alerts)))
         return Group(*items)
+
+
+class RolloutProgress:
+    """A plain line every `every_s` seconds while rollouts run (`Runtime.run(progress=...)`):
+    rollouts finished, the mean simulated clock reached against the horizon, tokens generated,
+    wall time. Long evaluations (`swarmrl scale` with 64 agents) otherwise run for minutes in
+    silence. Called after every applied wave; it costs a clock read unless a line is due."""
+
+    def __init__(self, label: str, horizon_s: float, every_s: float = 30.0, log=print, clock=time.monotonic):
+        self.label, self.horizon_s, self.every_s, self.log, self.clock = label, horizon_s, every_s, log, clock
+        self._t0 = self._last = clock()
+
+    def __call__(self, rollouts: list) -> None:
+        now = self.clock()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        self.log(self.line(rollouts, now - self._t0))
+
+    def line(self, rollouts: list, elapsed_s: float) -> str:
+        done = sum(r.done for r in rollouts)
+        # A finished rollout counts as having reached the horizon: nothing of it is left to run.
+        reached = [self.horizon_s if r.done else max((t.end for t in r.turns), default=0.0) for r in rollouts]
+        clock = sum(reached) / max(1, len(reached))
+        tokens = sum(sum(a.gen_mask) for r in rollouts for a in r.agents.values())
+        return (f"  {self.label}: {done}/{len(rollouts)} rollouts done, simulated clock "
+                f"{clock:.1f} of {self.horizon_s:g} s (mean), {tokens:,} tokens generated, "
+                f"elapsed {_fmt_seconds(elapsed_s)}")

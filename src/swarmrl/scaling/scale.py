@@ -35,6 +35,7 @@ from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import Policy
 from swarmrl.policy.sharing import PolicySet, tokenizer_of
 from swarmrl.build import eval_problems, make_runtime, place_policy
+from swarmrl.runs.progress import RolloutProgress
 from swarmrl.scenarios import make_scenario
 
 # Columns of the CSV, in order (the JSON rows hold every metric).
@@ -123,7 +124,7 @@ def scale_rollouts(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log
     place_policy(cfg, policy, role="eval")  # model.device
     actor = LLMActor.from_config(cfg.sampler, policy, greedy=spec.greedy)
     t0 = time.perf_counter()
-    runtime.run(rollouts, actor, seed=cfg.task.eval_seed)
+    runtime.run(rollouts, actor, seed=cfg.task.eval_seed, progress=RolloutProgress("scaling", horizon, log=log))
     log(f"  scaling: {len(rollouts)} rollouts (team sizes {spec.team_sizes}, {spec.problems} problems, "
         f"up to {horizon:g} s) in {time.perf_counter() - t0:.0f}s")
     return {k: [r for r, s in zip(rollouts, sizes) if s == k] for k in spec.team_sizes}
