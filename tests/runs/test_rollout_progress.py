@@ -31,8 +31,7 @@ def test_a_line_is_printed_only_when_due_with_hand_computed_numbers():
     now[0] = 130.0
     prog(rollouts)
     # done 1 of 3; clock (20 + 7.5 + 0) / 3 = 9.17 s; tokens 2 + 1 + 3 + 0 = 6; 30 s elapsed
-    assert lines == ["  scaling: 1/3 rollouts done, simulated clock 9.2 of 20 s (mean), "
-                     "6 tokens generated, elapsed 0:00:30"]
+    assert lines == ["  scaling: 1/3 rollouts done, clock 9.2/20 s, 6 tokens, 0:00:30"]
     now[0] = 159.0
     prog(rollouts)
     assert len(lines) == 1  # the next line is due 30 s after the last one, not after the start

@@ -170,8 +170,8 @@ class TrainProgress:
 
 class RolloutProgress:
     """A plain line every `every_s` seconds while rollouts run (`Runtime.run(progress=...)`):
-    rollouts finished, the mean simulated clock reached against the horizon, tokens generated,
-    wall time. Long evaluations (`swarmrl scale` with 64 agents) otherwise run for minutes in
+    rollouts finished, the mean simulated clock the rollouts reached against the horizon (`clock`),
+    tokens generated, wall time. Long evaluations (`swarmrl scale` with 64 agents) otherwise run for minutes in
     silence. Called after every applied wave; it costs a clock read unless a line is due."""
 
     def __init__(self, label: str, horizon_s: float, every_s: float = 30.0, log=print, clock=time.monotonic):
@@ -191,6 +191,5 @@ class RolloutProgress:
         reached = [self.horizon_s if r.done else max((t.end for t in r.turns), default=0.0) for r in rollouts]
         clock = sum(reached) / max(1, len(reached))
         tokens = sum(sum(a.gen_mask) for r in rollouts for a in r.agents.values())
-        return (f"  {self.label}: {done}/{len(rollouts)} rollouts done, simulated clock "
-                f"{clock:.1f} of {self.horizon_s:g} s (mean), {tokens:,} tokens generated, "
-                f"elapsed {_fmt_seconds(elapsed_s)}")
+        return (f"  {self.label}: {done}/{len(rollouts)} rollouts done, clock {clock:.1f}/{self.horizon_s:g} s, "
+                f"{tokens:,} tokens, {_fmt_seconds(elapsed_s)}")
