@@ -7,7 +7,9 @@ Both run in the same process, on the same model, back to back:
              cache); `--waves` measures the older loop (one sampler call per global wave);
   baseline : one `model.generate` over the same number of sequences (= turns) with the
              same mean prompt length, forced to produce the same number of tokens.
-The ratio runtime / baseline is what the orchestration costs (target >= 0.8).
+The ratio runtime / baseline is what the orchestration costs (target >= 0.8). Each repeat's
+draft tables (sampler.draft_tokens) start from the previous repeat's turns, as each RL step's
+start from the previous step's (rl/trainer.py); an untimed step first gives the first repeat its.
 
     .venv/bin/python benchmarks/rollout_throughput.py [--init DIR] [--repeats 3] [key=value ...]
 """
@@ -27,16 +29,20 @@ from swarmrl.cli import DEMO_CONFIG, resolve_config
 from swarmrl.config import load_config
 from swarmrl.policy.actor import LLMActor
 from swarmrl.policy.model import load_policy
+from swarmrl.policy.speculative import draft_corpus
 from swarmrl.policy.warmstart import warm_start
 from swarmrl.build import make_runtime, max_experts_for
 
 
-def run_runtime(cfg, policy, seed: int, waves: bool = False) -> dict:
+def run_runtime(cfg, policy, seed: int, waves: bool = False, corpus=None) -> tuple[dict, object]:
+    """(the measurement, the draft corpus of these rollouts for the next repeat)."""
     runtime, task = make_runtime(cfg, policy.tokenizer)
     problems = task.sample(np.random.default_rng([cfg.seed, seed]), cfg.rl.problems_per_step)
     rollouts = [runtime.new_rollout(g * cfg.rl.rollouts_per_problem + j, g, p, cfg.time_limit.end, max_experts_for(cfg))
                 for g, p in enumerate(problems) for j in range(cfg.rl.rollouts_per_problem)]
     actor = LLMActor.from_config(cfg.sampler, policy)
+    if corpus is not None:
+        actor.draft_corpus = corpus
     calls = []  # rows in the batch at each decode step (the stream) or per sampler call (waves)
     if waves:
         inner = actor.act
@@ -69,7 +75,7 @@ def run_runtime(cfg, policy, seed: int, waves: bool = False) -> dict:
     return {"wall_s": wall, "generated_tokens": actor.generated_tokens, "sequences": len(turns),
             "calls": len(calls), "mean_batch": float(np.mean(calls)),
             "mean_prompt_tokens": float(np.mean([t.context_tokens for t in turns])),
-            "tokens_per_s": actor.generated_tokens / wall}
+            "tokens_per_s": actor.generated_tokens / wall}, draft_corpus(rollouts)
 
 
 @torch.no_grad()
@@ -101,8 +107,9 @@ def main() -> None:
     torch.set_num_threads(cfg.run.threads)
     policy = load_policy(args.init or warm_start(cfg))
     ratios, rows = [], []
+    _, corpus = run_runtime(cfg, policy, seed=10_000, waves=args.waves)
     for rep in range(args.repeats):
-        rt = run_runtime(cfg, policy, seed=rep, waves=args.waves)
+        rt, corpus = run_runtime(cfg, policy, seed=rep, waves=args.waves, corpus=corpus)
         g = max(1, round(rt["generated_tokens"] / rt["sequences"]))
         base = run_baseline(policy, rt["sequences"], g, max(1, int(rt["mean_prompt_tokens"])), 256, rep)
         ratios.append(rt["tokens_per_s"] / base["tokens_per_s"])
@@ -112,7 +119,10 @@ def main() -> None:
               f"{base['tokens_per_s']:.0f} tok/s | ratio {ratios[-1]:.2f}")
     print(f"median ratio runtime/baseline: {statistics.median(ratios):.2f} (target >= 0.8)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"repeats": rows, "median_ratio": statistics.median(ratios)}, indent=2))
+        settings = {"overrides": overrides, "draft_tokens": cfg.sampler.draft_tokens, "repeats": args.repeats,
+                    "waves": args.waves, "torch": torch.__version__}
+        Path(args.json).write_text(json.dumps({"settings": settings, "repeats": rows,
+                                               "median_ratio": statistics.median(ratios)}, indent=2))
 
 
 if __name__ == "__main__":
