@@ -170,9 +170,10 @@ class TrainProgress:
 
 class RolloutProgress:
     """A plain line every `every_s` seconds while rollouts run (`Runtime.run(progress=...)`):
-    rollouts finished, the mean simulated clock the rollouts reached against the horizon (`clock`),
-    tokens generated, wall time. Long evaluations (`swarmrl scale` with 64 agents) otherwise run for minutes in
-    silence. Called after every applied wave; it costs a clock read unless a line is due."""
+    rollouts finished, the mean simulated clock the rollouts reached against the horizon
+    (`clock`), tokens generated, wall time. Long evaluations (`swarmrl scale` with 64 agents)
+    otherwise run for minutes in silence. Called after every applied wave; it costs a clock read
+    unless a line is due."""
 
     def __init__(self, label: str, horizon_s: float, every_s: float = 30.0, log=print, clock=time.monotonic):
         self.label, self.horizon_s, self.every_s, self.log, self.clock = label, horizon_s, every_s, log, clock
