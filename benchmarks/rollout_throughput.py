@@ -9,7 +9,7 @@ Both run in the same process, on the same model, back to back:
              same mean prompt length, forced to produce the same number of tokens.
 The ratio runtime / baseline is what the orchestration costs (target >= 0.8). Each repeat's
 draft tables (sampler.draft_tokens) start from the previous repeat's turns, as each RL step's
-start from the previous step's (rl/trainer.py); an untimed step first gives the first repeat its.
+start from the previous step's (rl/trainer.py); an untimed step first builds the first repeat's.
 
     .venv/bin/python benchmarks/rollout_throughput.py [--init DIR] [--repeats 3] [key=value ...]
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "collective"))
-from runtime_helpers import LAT, HashActor, make_runtime, problems  # noqa: E402
+from runtime_helpers import LAT, HashActor, make_runtime, problems, transcript  # noqa: E402
 
 from swarmrl.runs.progress import RolloutProgress  # noqa: E402
 
@@ -54,14 +54,20 @@ class Stream:
         return list(zip(done, self.actor.act(done, seed=0)))
 
 
+def _run(streaming: bool, progress=None) -> list:
+    actor = HashActor(3)
+    if streaming:
+        actor.open_stream = lambda: Stream(HashActor(3))
+    rt = make_runtime(LAT, True, k=3, max_turns_per_agent=4)
+    rollouts = [rt.new_rollout(i, i, p, 8.0, 2) for i, p in enumerate(problems(rt, 3, seed=1))]
+    return rt.run(rollouts, actor, seed=1, progress=progress)
+
+
 def test_both_runtime_loops_call_progress_until_every_rollout_is_done():
     for streaming in (False, True):
-        actor = HashActor(3)
-        if streaming:
-            actor.open_stream = lambda a=actor: Stream(HashActor(3))
-        rt = make_runtime(LAT, True, k=3, max_turns_per_agent=4)
-        rollouts = [rt.new_rollout(i, i, p, 8.0, 2) for i, p in enumerate(problems(rt, 3, seed=1))]
         seen = []
-        rt.run(rollouts, actor, seed=1, progress=lambda rs: seen.append(sum(r.done for r in rs)))
+        watched = _run(streaming, lambda rs: seen.append(sum(r.done for r in rs)))
         assert len(seen) > 1 and seen == sorted(seen)  # called after every wave, progress never goes back
         assert seen[-1] == 3
+        # watching changes nothing: the same rollouts as a run without it
+        assert [transcript(r) for r in watched] == [transcript(r) for r in _run(streaming)]
