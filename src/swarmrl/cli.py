@@ -90,7 +90,7 @@ def _demo_train(cfg: Config, out: Path, limit: float, phases: dict, console: Con
     """Warm start, its evaluation, RLCR training: (run, evaluation). Where training's ranks warm-start
     first (policy/start.py `ranks_warm_start`), they start once for both; the evaluation follows."""
     from swarmrl.policy.model import load_policy
-    from swarmrl.policy.start import cached_warm_start, policy_init, ranks_warm_start
+    from swarmrl.policy.start import policy_init, ranks_warm_start, warm_start_path
     from swarmrl.rl.evaluate import evaluate
     from swarmrl.rl.loop import train
     warm = "warm start (supervised, on scripted demonstrations of every strategy)"
@@ -106,9 +106,9 @@ def _demo_train(cfg: Config, out: Path, limit: float, phases: dict, console: Con
     if ranks_warm_start(cfg):
         console.rule(f"1/4 warm start and 2/4 RLCR training, on the same {cfg.learner.processes} processes")
         console.print(f"{warm}; then {rl}")
+        init = warm_start_path(cfg)  # looked up once: the ranks refuse to fill another entry
         with _timed(phases, "train"):
             run = train(cfg, out, init_policy=None, log=console.print, overwrite=True)
-        init = cached_warm_start(cfg)
         # the ranks' own seconds; their start is in `train`, as where they start twice
         phases["warm_start"] = round(json.loads((init / "warmstart.json").read_text())["seconds"], 2)
         phases["train"] = round(phases["train"] - phases["warm_start"], 2)

@@ -90,15 +90,34 @@ def rank_config(cfg: Config, key: str = LEARNER) -> Config:
     return ranked
 
 
-def launch(cfg: Config, command: list[str], log=print, key: str = LEARNER) -> None:
+def launch(cfg: Config, command: list[str], log=print, key: str = LEARNER, env: dict[str, str] | None = None) -> None:
     """Run `swarmrl <command[0]> CONFIG <command[1:]>` on the ranks `key` asks for, CONFIG being
-    `rank_config(cfg, key)` in a temporary file; returns when every rank has exited, raises if
-    one failed."""
+    `rank_config(cfg, key)` in a temporary file, with `env` added to their environment; returns
+    when every rank has exited, raises if one failed."""
     ranked = rank_config(cfg, key)
     with tempfile.TemporaryDirectory(prefix="swarmrl-launch-") as tmp:
         path = Path(tmp) / "config.yaml"
         path.write_text(yaml.safe_dump(to_jsonable(ranked.to_dict()), sort_keys=False))
-        run_ranks([command[0], str(path), *command[1:]], processes(cfg, key), log, key)
+        run_ranks([command[0], str(path), *command[1:]], processes(cfg, key), log, key, env)
+
+
+CALLERS_KEY = "SWARMRL_WARMSTART_KEY"  # the warm start's key the process that started the ranks looked up
+
+
+def callers_key(key: str) -> dict[str, str]:
+    """The environment that tells ranks started here which warm-start cache entry this process waits for."""
+    return {CALLERS_KEY: key}
+
+
+def check_callers_key(key: str) -> None:
+    """On a rank: refuse to train a warm start under another key than the process that started it
+    waits for. The key hashes the demonstrations' source as it is on disk, so an edit between the
+    caller's lookup and the ranks' start would have them fill an entry nobody reads."""
+    expected = os.environ.get(CALLERS_KEY)
+    if expected and expected != key and launch_world()[1] > 1:
+        raise ConfigError(f"the warm start's cache key on this rank ({key}) is not the one the process that "
+                          f"started the ranks looked up ({expected}): the source it hashes (the scenario's, "
+                          "task's and warm start's code) changed in between. Run again once the edits are done")
 
 
 def launch_resume(cfg: Config, out: Path, overrides: list[str], log=print) -> None:
@@ -108,12 +127,12 @@ def launch_resume(cfg: Config, out: Path, overrides: list[str], log=print) -> No
     run_ranks(["train", "--resume", str(out), *overrides, *rank_overrides(cfg)], cfg.learner.processes, log, LEARNER)
 
 
-def run_ranks(command: list[str], n: int, log=print, key: str = LEARNER) -> None:
-    """`swarmrl COMMAND` on n ranks under torch.distributed.run; waits, and raises a RuntimeError
-    with the exit status if a rank failed."""
+def run_ranks(command: list[str], n: int, log=print, key: str = LEARNER, env: dict[str, str] | None = None) -> None:
+    """`swarmrl COMMAND` on n ranks under torch.distributed.run (`env` added to this process's
+    environment); waits, and raises a RuntimeError with the exit status if a rank failed."""
     if launch_world()[1] > 1:
         raise RuntimeError("already one rank of a launched run: a rank never launches ranks of its own")
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **(env or {})}
     log(f"starting {n} processes ({key}={n}; {key}=1 trains in this one)")
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
             "-m", "swarmrl.cli", *command]

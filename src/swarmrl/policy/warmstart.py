@@ -34,7 +34,8 @@ from swarmrl.build import check_plugins, make_runtime
 from swarmrl.collective import handlers as handlers_module, protocol as protocol_module
 from swarmrl.collective import runtime as runtime_module, tools as tools_module
 from swarmrl.config import Config, ConfigError
-from swarmrl.distributed.launch import WARMSTART, launch, launch_needed, warm_start_threads
+from swarmrl.distributed.launch import (WARMSTART, callers_key, check_callers_key, launch, launch_needed,
+                                        warm_start_threads)
 from swarmrl.distributed.sharding import ShardedLearner, flat_grads
 from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.paths import cache_dir
@@ -58,8 +59,6 @@ _DEMO_CODE = (arith, arith_items, arith_scripts, arith_roles, runtime_module, ha
 
 
 _LEARNER_ONLY = ("device", "mixed_precision", "gradient_checkpointing")
-
-
 _SAMPLER_COMPUTE_ONLY = ("share_prompts", "batched_adapters", "draft_tokens")
 
 
@@ -327,7 +326,8 @@ def warm_start(cfg: Config, log=print, force: bool = False, keep_group: bool = F
     """The warm-started policy's directory, trained if not cached. `keep_group`: leave torchrun's
     process group open for the training that follows (one destroyed and opened again hangs)."""
     check_warm_start(cfg)
-    out = cache_dir(cfg.warmstart.cache_dir) / f"warmstart-{warmstart_key(cfg)}"  # ConfigError if unwritable
+    check_callers_key(key := warmstart_key(cfg))
+    out = cache_dir(cfg.warmstart.cache_dir) / f"warmstart-{key}"  # ConfigError if unwritable
     if (out / "warmstart.json").exists() and not force:
         meta = json.loads((out / "warmstart.json").read_text())
         warn = "" if meta.get("learned", True) else (f" (warning: it ended at loss {meta['final_loss']:.3f}, above "
@@ -335,7 +335,7 @@ def warm_start(cfg: Config, log=print, force: bool = False, keep_group: bool = F
         log(f"warm start: cached at {out}{warn}{trained_elsewhere(meta.get('environment'))}")
         return out
     if launch_needed(cfg, WARMSTART):  # warmstart.processes ranks train it (distributed/launch.py)
-        launch(cfg, ["pretrain", *(["--force"] if force else [])], log, WARMSTART)
+        launch(cfg, ["pretrain", *(["--force"] if force else [])], log, WARMSTART, callers_key(key))
         if not (out / "warmstart.json").exists():
             raise RuntimeError(f"the warm start's ranks finished without writing {out}")
         return out

@@ -30,7 +30,7 @@ from swarmrl.policy.model import (Policy, load_policy, load_run_policy, save_run
 from swarmrl.report.samples import sample_row
 from swarmrl.policy.sharing import PolicySet, SharedPolicies
 from swarmrl.build import check_hardware, make_policy_set
-from swarmrl.distributed.launch import launch, launch_needed, launch_resume
+from swarmrl.distributed.launch import callers_key, launch, launch_needed, launch_resume
 from swarmrl.distributed.torchrun import is_writer, launch_world
 from swarmrl.rl.batch import chunking_hint
 from swarmrl.rl.trainer import Trainer
@@ -172,8 +172,11 @@ def _launch_ranks(cfg: Config, out: Path, init_policy: Path | None, resume: bool
     if resume:
         launch_resume(cfg, out, list(resume_overrides or []), log)
         return True
+    from swarmrl.policy.warmstart import warmstart_key
+    # without --init the ranks warm-start first, into the cache entry this process looked up
+    env = callers_key(warmstart_key(cfg)) if init_policy is None else None
     launch(cfg, ["train", "--out", str(out), *(["--init", str(init_policy)] if init_policy is not None else []),
-                 *(["--overwrite"] if overwrite else [])], log)
+                 *(["--overwrite"] if overwrite else [])], log, env=env)
     # The run records the caller's config, from which a resume derives the ranks' again (and with
     # learner.processes=1 resumes in one process with the caller's threads).
     RunDir(out).write_config(cfg.to_dict())
