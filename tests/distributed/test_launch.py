@@ -163,9 +163,11 @@ def test_a_launched_run_resumes_in_one_process(straight, init, tmp_path, run_mat
     run_match.weights(weights(run, 2), weights(straight, 2), TINY_LR, steps=2)
 
 
-def test_the_warm_start_on_two_ranks_is_one_process_bit_for_bit(tmp_path):
+def test_the_warm_start_on_two_ranks_is_one_process_bit_for_bit(tmp_path, monkeypatch):
     """Each rank runs one thread, as the one-process reference does: the same kernels on the same
     micro-batches, the gradients added in the same order, so the weights are the same bits."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # the launcher's temporary files
     overrides = ["run.progress=false", "run.threads=1"]
     single = api.pretrain(str(TINY), [*overrides, f"warmstart.cache_dir={tmp_path / 'one'}"])
     launched = api.pretrain(str(TINY), [*overrides, "run.threads=2", "warmstart.processes=2",
@@ -177,6 +179,7 @@ def test_the_warm_start_on_two_ranks_is_one_process_bit_for_bit(tmp_path):
     assert stats[0]["final_loss"] == stats[1]["final_loss"]
     a, b = (load_file(p / "model.safetensors") for p in (launched, single))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert not list((tmp_path / "tmp").iterdir())  # torchrun's logs went with the launch
 
 
 def test_the_demo_from_nothing_cached_starts_its_ranks_once_and_evaluates_the_warm_start_after(tmp_path, capsys):

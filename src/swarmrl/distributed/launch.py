@@ -134,9 +134,11 @@ def run_ranks(command: list[str], n: int, log=print, key: str = LEARNER, env: di
         raise RuntimeError("already one rank of a launched run: a rank never launches ranks of its own")
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **(env or {})}
     log(f"starting {n} processes ({key}={n}; {key}=1 trains in this one)")
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
-            "-m", "swarmrl.cli", *command]
-    status = wait_stopping_on_signals(subprocess.Popen(argv, env=env))
+    # torchrun's own log directory, removed after: by default it leaves a torchelastic_* in /tmp per launch
+    with tempfile.TemporaryDirectory(prefix="swarmrl-ranks-") as logs:
+        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
+                f"--log-dir={logs}", "-m", "swarmrl.cli", *command]
+        status = wait_stopping_on_signals(subprocess.Popen(argv, env=env))
     if status != 0:
         raise RuntimeError(f"a rank of the {n}-process launch failed (exit status {status}); its error "
                            f"is printed above. To rerun in one process: {key}=1")
