@@ -48,6 +48,7 @@ _LOWER_BOUNDS: list[tuple[str, float, bool, str]] = [
     ("time_limit.ramp_steps", 0, False, ""),
     ("shaping.penalty_per_s", 0, False, ""),
     ("shaping.safety_cap_s", 0, True, "seconds"),
+    ("shaping.wrong_cost", 0, False, "0 = off: a wrong answer only forgoes its item"),
     ("shaping.instantiation_coef", 0, False, "0 = off"),
     ("shaping.instantiation_anneal_start", 0, False, "a step"),
     ("shaping.instantiation_anneal_end", 0, False, "0 = never annealed"),

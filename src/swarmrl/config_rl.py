@@ -23,6 +23,13 @@ class ShapingConfig:
     """Deadline (simulated seconds) of `penalty` and `none`: generous, only there so that a
     rollout that loops cannot run forever. On the demo task a perfect single agent solves all
     8 items in 14 s and the warm-started teams finish by ~16 s."""
+    wrong_cost: float = 0.0
+    """Reward lost per item decided by a wrong submission that landed by the deadline, in items
+    (1 = a wrong answer costs what a right one earns). 0 = RLCR: a wrong answer only forgoes its
+    item. Why: under a deadline an item the team will not reach is free to guess (a tenth of an
+    item for arith), and a policy that learns to append guesses to its turns loses items it would
+    have solved at longer limits (README, the headline checks). Applies in every mode; the score
+    that evaluations report is the task's own, without it."""
     instantiation_coef: float = 0.0
     """PARL staged reward, lambda1: reward per rollout for spawning sub-agents, `instantiation_coef`
     * (agents created after the rollout started, by the deadline) / (the team cap), annealed by

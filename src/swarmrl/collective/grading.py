@@ -86,6 +86,11 @@ def apply_settlement(r) -> None:
         s["final"] = st.first.get(s["item"]) is s
 
 
+def wrong_by_deadline(r) -> int:
+    """Items of rollout `r` decided by a wrong submission that landed at or before its deadline."""
+    return sum(not s["correct"] and s["t"] <= r.time_limit for s in settle(r.submissions).first.values())
+
+
 def outcome_line(first: dict[int, dict], s: dict) -> str | None:
     """What the sender of submission `s` is told, given each item's deciding submission."""
     if s["status"] == "infra_error":

@@ -26,6 +26,10 @@ and spurious parallelism later (spawned agents that do nothing):
 - r_finish = finished / spawned: spawned agents that took work and submitted every item they
   took (an empty queue) before the deadline or their firing; 0 when nobody was spawned.
 
+A wrong answer's cost (`wrong_cost`, on top of any mode): the score loses `wrong_cost` / K per
+item of K decided by a wrong submission that landed by the deadline (`wrong_fractions`), so that
+guessing an item the team will not reach in time stops being free.
+
 The functions below are pure (tensors in, tensors out) so they are tested on hand numbers;
 `staged_scores` is the one call the trainer makes (`shaped_scores` when both terms are off).
 """
@@ -36,6 +40,7 @@ from typing import Sequence
 
 import torch
 
+from swarmrl.collective.grading import wrong_by_deadline
 from swarmrl.collective.state import Rollout
 from swarmrl.config import ShapingConfig
 
@@ -103,20 +108,32 @@ def staged_terms(rollouts: Sequence[Rollout]) -> tuple[torch.Tensor, torch.Tenso
     return torch.tensor(inst, dtype=torch.float32), torch.tensor(fin, dtype=torch.float32)  # [N], [N]
 
 
+def wrong_fractions(rollouts: Sequence[Rollout]) -> torch.Tensor:
+    """[N]: each rollout's items decided by a wrong submission landed by its deadline, over its items."""
+    return torch.tensor([wrong_by_deadline(r) / r.problem.num_items for r in rollouts], dtype=torch.float32)
+
+
+def _mean(x: torch.Tensor) -> float:
+    return float(x.mean()) if x.numel() else 0.0
+
+
 def staged_scores(cfg: ShapingConfig, rollouts: Sequence[Rollout], step: int
                   ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The score the advantage is computed from [N], and the staged terms' metrics: each
-    coefficient at this step (`shaping/instantiation_coef`, `shaping/finish_coef`), each term's
-    mean over the rollouts (`shaping/instantiation_mean`, `shaping/finish_mean`) and the mean
-    reward it added (`shaping/instantiation_bonus`, `shaping/finish_bonus`)."""
-    scores = shaped_scores(cfg, rollouts)  # [N]
+    """The score the advantage is computed from [N], and its extra terms' metrics: the mean
+    reward a wrong answer's cost took (`shaping/wrong_cost`); each staged coefficient at this
+    step (`shaping/instantiation_coef`, `shaping/finish_coef`), each term's mean over the
+    rollouts (`shaping/instantiation_mean`, `shaping/finish_mean`) and the mean reward it added
+    (`shaping/instantiation_bonus`, `shaping/finish_bonus`)."""
+    scores, metrics = shaped_scores(cfg, rollouts), {}  # [N]
+    if cfg.wrong_cost:
+        cost = cfg.wrong_cost * wrong_fractions(rollouts)  # [N]
+        scores, metrics["shaping/wrong_cost"] = scores - cost, _mean(cost)
     if not (cfg.instantiation_coef or cfg.finish_coef):
-        return scores, {}
+        return scores, metrics
     l1 = anneal(cfg.instantiation_coef, cfg.instantiation_anneal_start, cfg.instantiation_anneal_end, step)
     l2 = anneal(cfg.finish_coef, cfg.finish_anneal_start, cfg.finish_anneal_end, step)
     inst, fin = staged_terms(rollouts)  # [N], [N]
-    mean = lambda x: float(x.mean()) if x.numel() else 0.0  # noqa: E731
-    metrics = {"shaping/instantiation_coef": l1, "shaping/finish_coef": l2,
-               "shaping/instantiation_mean": mean(inst), "shaping/finish_mean": mean(fin),
-               "shaping/instantiation_bonus": l1 * mean(inst), "shaping/finish_bonus": l2 * mean(fin)}
+    metrics |= {"shaping/instantiation_coef": l1, "shaping/finish_coef": l2,
+                "shaping/instantiation_mean": _mean(inst), "shaping/finish_mean": _mean(fin),
+                "shaping/instantiation_bonus": l1 * _mean(inst), "shaping/finish_bonus": l2 * _mean(fin)}
     return scores + l1 * inst + l2 * fin, metrics  # [N]
