@@ -10,7 +10,7 @@ from swarmrl.collective.bus import MessageBus
 from swarmrl.collective.org import Org
 from swarmrl.collective.state import Rollout
 from swarmrl.config import ConfigError, ShapingConfig, TaskConfig, load_config
-from swarmrl.rl.shaping import deadline_s, rollout_rewards, shape, shaped_scores
+from swarmrl.rl.shaping import deadline_s, rollout_rewards, shape, shaped_scores, staged_scores, wrong_fractions
 from swarmrl.tasks.arith import ArithTask
 
 PROBLEM = ArithTask(TaskConfig(items_per_problem=4)).sample(np.random.default_rng(0), 1)[0]
@@ -55,6 +55,38 @@ def test_penalty_and_none_on_the_same_rollouts():
     assert pen.tolist() == pytest.approx([1.0 - 0.10, 1.0 - 0.32, 0.5 - 0.06])
     # none: both full solutions score the same however long they took.
     assert shaped_scores(ShapingConfig(mode="none"), rs).tolist() == [1.0, 1.0, 0.5]
+
+
+def _sub(item: int, t: float, correct: bool, agent: str = "ceo", seq: int = 0) -> dict:
+    return {"t": t, "agent": agent, "item": item, "answer": "?", "seq": seq, "correct": correct,
+            "score": float(correct), "status": "graded"}
+
+
+def test_a_wrong_answer_costs_wrong_cost_items_when_it_landed_by_the_deadline():
+    # 4 items, deadline 4 s. Item 1 right at 1 s; item 2 wrong at 2 s (decides it; the right one
+    # at 2.5 s comes too late); item 3 wrong at 5 s, after the deadline (costs nothing); item 4
+    # wrong at exactly 4 s (by the deadline: it costs).
+    r = rollout(4.0, {1: 1.0}, finished_at=4.0, end_reason="deadline")
+    r.submissions = [_sub(1, 1.0, True), _sub(2, 2.0, False, seq=1), _sub(2, 2.5, True, seq=2),
+                     _sub(3, 5.0, False, seq=3), _sub(4, 4.0, False, seq=4)]
+    clean = rollout(4.0, {1: 1.0, 2: 2.0}, finished_at=4.0, end_reason="deadline")
+    clean.submissions = [_sub(1, 1.0, True), _sub(2, 2.0, True, seq=1)]
+    assert wrong_fractions([r, clean]).tolist() == [0.5, 0.0]  # 2 of 4 items; none
+    off = ShapingConfig(mode="time_limit")
+    scores, metrics = staged_scores(off, [r, clean], step=0)
+    assert scores.tolist() == [0.25, 0.5] and metrics == {}  # off: the score before the deadline
+    scores, metrics = staged_scores(ShapingConfig(mode="time_limit", wrong_cost=1.0), [r, clean], step=0)
+    assert scores.tolist() == [0.25 - 0.5, 0.5]
+    assert metrics == {"shaping/wrong_cost": pytest.approx(0.25)}  # the mean cost over the two
+    half, _ = staged_scores(ShapingConfig(mode="penalty", penalty_per_s=0.0, wrong_cost=0.5), [r], step=0)
+    assert half.tolist() == [0.25 - 0.25]  # every mode
+    # the score evaluations report is the task's own
+    assert r.score == 0.25
+
+
+def test_a_negative_wrong_cost_is_refused():
+    with pytest.raises(ConfigError, match="shaping.wrong_cost must be >= 0"):
+        load_config(None, ["shaping.wrong_cost=-0.5"])
 
 
 def test_deadline_choice():

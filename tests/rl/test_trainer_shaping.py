@@ -24,3 +24,12 @@ def test_step_uses_the_modes_deadline_and_reward(mode):
     want = m["score_mean"] - (0.05 * lat if mode == "penalty" else 0.0)  # the mean is linear
     assert m["reward_mean"] == pytest.approx(want, abs=1e-6)
     assert m["ref/limit_s"] == cfg.time_limit.start
+
+
+def test_a_wrong_answers_cost_reaches_the_reward_not_the_score():
+    from swarmrl.collective.grading import wrong_by_deadline
+    cfg = load_config(TINY, ["shaping.wrong_cost=2", "rl.problems_per_step=1"])
+    m, rollouts = Trainer(cfg, build_tiny_policy(cfg.model)).step()
+    cost = sum(2 * wrong_by_deadline(r) / r.problem.num_items for r in rollouts) / len(rollouts)
+    assert m["shaping/wrong_cost"] == pytest.approx(cost, abs=1e-6)
+    assert m["reward_mean"] == pytest.approx(m["score_mean"] - cost, abs=1e-6)
