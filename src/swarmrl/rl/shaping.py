@@ -31,7 +31,7 @@ item of K decided by a wrong submission that landed by the deadline (`wrong_frac
 guessing an item the team will not reach in time stops being free.
 
 The functions below are pure (tensors in, tensors out) so they are tested on hand numbers;
-`staged_scores` is the one call the trainer makes (`shaped_scores` when both terms are off).
+`staged_scores` is the one call the trainer makes (`shaped_scores` when every extra term is off).
 """
 
 from __future__ import annotations
