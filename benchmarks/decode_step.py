@@ -63,7 +63,8 @@ def main() -> None:
     attn = torch.ones(ROWS, 200, dtype=torch.long)
     for r in range(ROWS):
         attn[r, :r % 4 * 6] = 0  # left padding of 0-18 columns
-    fast = FastDecode.for_model(model)
+    fast_step = FastDecode.for_model(model)
+    fast = lambda t, m, p, c: fast_step(t, m, p, c)[:, -1]  # noqa: E731 - [A, Q, V] -> the last column's
     kw = cache_keyword(model)
     forward = lambda t, m, p, c: model(input_ids=t, attention_mask=m, position_ids=p, use_cache=True,  # noqa: E731
                                        logits_to_keep=1, **{kw: c}).logits[:, -1]

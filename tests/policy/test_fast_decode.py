@@ -94,3 +94,27 @@ def test_a_stream_without_ready_made_masks_takes_the_models_forward(tokenizer, m
     monkeypatch.setattr("swarmrl.policy.sampler.prepared_decode_masks", lambda model: False)
     _, stream = multi_turn(tiny(tokenizer, "qwen3"), use_fast=True, turns=1)
     assert stream.fast is None and not fast_decode._VERDICTS
+
+
+def test_the_additive_bias_is_the_mask_as_sdpa_reads_it_for_each_packed_head():
+    mask = torch.tensor([[[[True, False, True]]], [[[False, True, True]]]])  # [A=2, 1, Q=1, W=3]
+    bias = fast_decode.additive_bias(mask, 2, torch.float32)  # G = 2 query heads per key/value head
+    inf = float("-inf")
+    assert torch.equal(bias, torch.tensor([[[[0.0, inf, 0.0], [0.0, inf, 0.0]]],
+                                           [[[inf, 0.0, 0.0], [inf, 0.0, 0.0]]]]))
+
+
+def test_packed_attention_of_one_column_is_softmax_attention_by_hand():
+    torch.manual_seed(0)
+    a, h, hkv, w, d = 3, 4, 2, 5, 8
+    query, keys, values = torch.randn(a, h, 1, d), torch.randn(a, hkv, w, d), torch.randn(a, hkv, w, d)
+    mask = torch.ones(a, 1, 1, w, dtype=torch.bool)
+    mask[1, ..., :2] = False  # row 1: two padding columns
+    out = fast_decode.packed_attention(query, keys, values, fast_decode.additive_bias(mask, h // hkv, torch.float32),
+                                       d ** -0.5)  # [A, 1, H*D]
+    for r in range(a):
+        for head in range(h):
+            kv = head // (h // hkv)  # the key/value head this query head shares
+            cols = mask[r, 0, 0].nonzero().squeeze(-1)
+            p = torch.softmax(query[r, head, 0] @ keys[r, kv, cols].T * d ** -0.5, -1)
+            torch.testing.assert_close(out[r, 0, head * d:(head + 1) * d], p @ values[r, kv, cols])
