@@ -1,5 +1,5 @@
-"""The headline checks of every RL seed read so far, by a wrong answer's cost (0, 0.5, 1), from the
-checks.sh records (`scale_checks.py` JSON) of the demo's warm start (`warmstart-25c82b3e40945aa0`).
+"""The headline checks of every RL seed read so far, by a wrong answer's cost (0, 0.5, 1; and 1 with
+twice the RL steps, rl80.sh), from the checks.sh records (`scale_checks.py` JSON) of the demo's warm start (`warmstart-25c82b3e40945aa0`).
 
     .venv/bin/python benchmarks/small_teams/wrong_cost/seed_table.py [--json F]
 
@@ -26,6 +26,7 @@ RECORDS = {
     "0.5": {s: HERE / f"cost05/checks_rl_seed{s}_cost05" for s in range(5)},
     "1": {0: HERE / "checks_trained", 1: HERE / "checks_rl_seed1", 2: HERE / "checks_rl_seed2",
           3: HERE / "seeds34/checks_rl_seed3_cost1", 4: HERE / "seeds34/checks_rl_seed4_cost1"},
+    "1, 80 steps": {s: HERE / f"rl80/checks_rl_seed{s}_steps80" for s in range(3)},  # rl80.sh
 }
 
 
@@ -61,7 +62,7 @@ def main() -> dict:
             for mode in ("greedy", "sampled"):
                 row = read(stem, mode)
                 table.setdefault(cost, {}).setdefault(str(seed), {})[mode] = row
-                print(f"cost {cost:>3}  seed {seed}  {mode:7}  {fmt(row)}")
+                print(f"cost {cost:>11}  seed {seed}  {mode:7}  {fmt(row)}")
                 if row is not None:
                     tally = counts.setdefault(cost, {}).setdefault(mode, {"seeds": 0})
                     tally["seeds"] += 1
@@ -70,7 +71,7 @@ def main() -> dict:
     for cost, modes in counts.items():
         for mode, tally in modes.items():
             n = tally.pop("seeds")
-            print(f"cost {cost:>3}  {mode:7}  " + ", ".join(f"{k} {v} of {n}" for k, v in tally.items()))
+            print(f"cost {cost:>11}  {mode:7}  " + ", ".join(f"{k} {v} of {n}" for k, v in tally.items()))
             tally["seeds"] = n
     out = {"rows": table, "passes": counts}
     if args.json:
