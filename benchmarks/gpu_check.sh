@@ -23,7 +23,8 @@
 # 128-token turns, the RLCR part took 150 s and one Voting step 71 s (docs/measurements.md).
 #
 # 1. installs the `vllm` extra into .venv (scripts/setup.sh first if there is no .venv; neither with SWARMRL_PYTHON);
-# 2. the GPU unit tests of placement (tests/policy/test_device.py, marked `gpu`);
+# 2. the GPU unit tests of placement and of the fast decode step's checks (tests/policy/test_device.py,
+#    tests/policy/test_fast_decode.py; marked `gpu`);
 # 3. 3 RLCR steps (workflow org, task math on the builtin `champ` problems, shared policy,
 #    gradient checkpointing) from configs/recipes/rlcr_math_qwen3_1.7b.yaml, scaled down;
 # 4. 3 Voting steps with isolated policies (one LoRA adapter per role, all served by one vLLM
@@ -57,7 +58,7 @@ case "$MODEL" in
 esac
 echo "gpu_check: model $MODEL, engine $ENGINE -> $OUT"
 
-timeout 120 $PY -m pytest -q -p no:cacheprovider -m gpu tests/policy/test_device.py
+timeout 120 $PY -m pytest -q -p no:cacheprovider -m gpu tests/policy/test_device.py tests/policy/test_fast_decode.py
 if [ "${SWARMRL_GPU_CHECK_FULL:-0}" = 1 ]; then
   timeout 300 $PY -m pytest -q -p no:cacheprovider -m gpu tests/distributed
 fi

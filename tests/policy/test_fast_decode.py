@@ -118,3 +118,14 @@ def test_packed_attention_of_one_column_is_softmax_attention_by_hand():
             cols = mask[r, 0, 0].nonzero().squeeze(-1)
             p = torch.softmax(query[r, head, 0] @ keys[r, kv, cols].T * d ** -0.5, -1)
             torch.testing.assert_close(out[r, 0, head * d:(head + 1) * d], p @ values[r, kv, cols])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_cuda_both_kinds_of_step_pass_their_check(tokenizer):  # noqa: F811
+    """CUDA's attention kernels are not the CPU's: the packed one-column step must still equal the
+    model's forward bit for bit there, or the stream decodes every such step through model(...)."""
+    policy = tiny(tokenizer, "qwen3")
+    policy.model.to("cuda")
+    multi_turn(policy, use_fast=True)
+    assert sorted(fast_decode._VERDICTS.values()) == [True, True]  # masked and unmasked, both taken
