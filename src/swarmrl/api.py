@@ -268,7 +268,7 @@ def _run_config(path: Path) -> dict | None:
 def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
           time_limits_s: Sequence[float] | None = None, problems: int | None = None, prestaffed: bool = False,
           out: str | Path | None = None, config: str | Path | Config | None = None, overrides: Overrides = None,
-          items: int | None = None, greedy: bool = False, log: Log = print) -> ScaleResult:
+          items: int | None = None, greedy: bool = False, seed: int | None = None, log: Log = print) -> ScaleResult:
     """Score vs latency budget per team size: the collective test-time scaling table.
 
     Measures every (team size, time limit) pair on `problems` held-out problems (default
@@ -278,7 +278,8 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
     `config` is given (needed for a bare model directory). `items`: items per problem for the
     evaluation (`task.items_per_problem`; a bigger team gets a bigger problem: village to city).
     Team sizes go up to `eval.max_team_size` (65 by default), whatever the training cap.
-    `greedy`: decode the most likely token instead of sampling (ScaleSpec.greedy). Where the task
+    `greedy`: decode the most likely token instead of sampling (ScaleSpec.greedy); `seed`: the
+    sampling draws' seed, the problems unchanged (ScaleSpec.seed). Where the task
     has scripts and the workflow hires, the perfect scripted single agent runs on the same problems
     and limits too (`ScaleResult.reference`), and the summary gives each team's time to its best score.
     """
@@ -298,7 +299,7 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
         cfg = config_from_dict(apply_overrides(run_cfg, ov))
     sizes = [int(x) for x in team_sizes] if team_sizes is not None else _default_team_sizes(cfg)
     spec = ScaleSpec(team_sizes=sizes, problems=problems or cfg.eval.problems,
-                     prestaffed=prestaffed, greedy=greedy,
+                     prestaffed=prestaffed, greedy=greedy, seed=seed,
                      time_limits_s=list(time_limits_s) if time_limits_s else ScaleSpec().time_limits_s)
     check_spec(cfg, spec)  # bad input fails before the model loads
     policy, run_cfg = load_trained_policy(Path(run_or_model))
@@ -313,6 +314,7 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
         out = Path(out)
         source = {"model": str(Path(run_or_model).resolve()), "greedy": greedy, "problems": spec.problems,
                   "prestaffed": prestaffed, "items_per_problem": cfg.task.items_per_problem,
+                  "seed": spec.seed if spec.seed is not None else cfg.task.eval_seed,
                   "weights_sha256": weights_digest(trained_weights_dirs(Path(run_or_model)))}
         paths = write_table(rows, summary, out, source=source)
         if reference:

@@ -213,7 +213,7 @@ def cmd_scale(args, console: Console) -> int:
     res = api.scale(args.checkpoint, team_sizes=sizes,
                     time_limits_s=_floats(args.time_limits) if args.time_limits else None, problems=args.problems,
                     prestaffed=args.prestaffed, out=args.out, config=args.config or None, overrides=args.overrides,
-                    items=args.items, greedy=args.greedy, log=console.print)
+                    items=args.items, greedy=args.greedy, seed=args.seed, log=console.print)
     summary = res.summary
     t = Table(title=f"time to a score (s) and tokens per rollout then; "
                     f"{'greedy' if args.greedy else 'sampled'} decoding")
@@ -312,6 +312,7 @@ def _add_eval_parsers(sub) -> None:
                    help="items per problem for the evaluation (task.items_per_problem; default: the run's)")
     p.add_argument("--greedy", action="store_true",
                    help="decode the most likely token instead of sampling at sampler.temperature")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (default task.eval_seed); same problems")
     p.add_argument("--config", help="config (default: the run's own)")
     p.add_argument("--out", default="scaling", help="directory for scaling.json/.csv and PNGs")
     p.set_defaults(fn=cmd_scale)

@@ -8,8 +8,8 @@ import pytest
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.scaling.scale import (ScaleSpec, check_same_task, check_spec, run_scaling, score_at, summarize,
-                                   time_to_score, write_table)
+from swarmrl.scaling.scale import (ScaleSpec, check_same_task, check_spec, run_scaling, scale_rollouts, score_at,
+                                   summarize, time_to_score, write_table)
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_test.yaml"
 
@@ -91,6 +91,24 @@ def test_greedy_scaling_does_not_depend_on_the_sampling_temperature():
     assert got[0] == got[1] and all(r["greedy"] for r in got[0])
 
 
+def _replies(cfg, policy, spec) -> tuple[list, list[list[str]]]:
+    by_size = scale_rollouts(cfg, policy, check_spec(cfg, spec), log=lambda *_: None)
+    rollouts = [r for k in sorted(by_size) for r in by_size[k]]
+    return [r.problem for r in rollouts], [[t.reply for t in r.turns] for r in rollouts]
+
+
+def test_a_sampling_seed_redraws_the_samples_on_the_same_problems():
+    cfg = load_config(TINY, ["sampler.temperature=1.0"])
+    policy = build_tiny_policy(cfg.model)
+    spec = dict(team_sizes=[1, 3], time_limits_s=[3.0], problems=3)
+    default = _replies(cfg, policy, ScaleSpec(**spec))
+    assert _replies(cfg, policy, ScaleSpec(**spec, seed=cfg.task.eval_seed)) == default  # None means eval_seed
+    problems, replies = _replies(cfg, policy, ScaleSpec(**spec, seed=7))
+    assert problems == default[0] and replies != default[1]
+    greedy = [_replies(cfg, policy, ScaleSpec(**spec, greedy=True, seed=s)) for s in (None, 7)]
+    assert greedy[0] == greedy[1]  # nothing is drawn
+
+
 def test_prestaffed_teams_are_the_full_size():
     cfg = load_config(TINY, [])
     rows = run_scaling(cfg, build_tiny_policy(cfg.model), ScaleSpec([1, 3], [0.5, 2.0], 2, prestaffed=True),
@@ -105,6 +123,7 @@ def test_prestaffed_teams_are_the_full_size():
     (ScaleSpec([1, 66], [4.0]), r"team sizes must be in 1..65"),  # eval.max_team_size, not the training cap
     (ScaleSpec([0], [4.0]), r"team sizes must be in 1..65"),
     (ScaleSpec([1], [4.0], problems=0), "problems must be >= 1"),
+    (ScaleSpec([1], [4.0], seed=-1), "sampling seed must be an integer >= 0"),
 ])
 def test_bad_input(spec, msg):
     with pytest.raises(ConfigError, match=msg):
@@ -161,7 +180,7 @@ def test_cli_scale_on_a_run_and_a_checkpoint_from_another_task(tmp_path, capsys)
     run = train(cfg, tmp_path / "run", init_policy=tmp_path / "init", log=lambda *_: None)
     out = tmp_path / "scale"
     assert main(["scale", str(run.path), "--team-sizes", "1,2", "--time-limits", "1,3", "--problems", "2",
-                 "--greedy", "--out", str(out)]) == 0
+                 "--greedy", "--seed", "5", "--out", str(out)]) == 0
     got = json.loads((out / "scaling.json").read_text())
     rows = got["rows"]
     assert [(r["team_size"], r["time_limit_s"]) for r in rows] == [(1, 1.0), (1, 3.0), (2, 1.0), (2, 3.0)]
@@ -171,7 +190,7 @@ def test_cli_scale_on_a_run_and_a_checkpoint_from_another_task(tmp_path, capsys)
     from swarmrl.runs.manifest import weights_digest
     scored = weights_digest([run.path / "model", latest_checkpoint(run.path)])
     assert got["source"] == {"model": str(run.path.resolve()), "greedy": True, "problems": 2, "prestaffed": False,
-                             "items_per_problem": cfg.task.items_per_problem, "weights_sha256": scored}
+                             "items_per_problem": cfg.task.items_per_problem, "seed": 5, "weights_sha256": scored}
     assert scored != weights_digest([run.path / "model"])  # the trained weights, not the init alone
     assert (out / "score_vs_latency.png").stat().st_size > 0 and (out / "scaling.csv").exists()
     # The task has scripts: the perfect single agent ran on the same problems and limits.

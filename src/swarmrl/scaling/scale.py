@@ -58,6 +58,10 @@ class ScaleSpec:
     """True: every agent decodes its most likely token (as validation does, rl/trainer.py);
     False: it samples at sampler.temperature, as in training. Greedy compares a policy with the
     perfect scripted single agent on equal terms: neither pays for sampling noise."""
+    seed: int | None = None
+    """The seed of the rollouts' draws; None: task.eval_seed. The problems stay the held-out set
+    whatever it is (build.eval_problems), so two seeds of one policy differ only in what it
+    sampled: the evaluation's own noise (benchmarks/eval_noise.py). No effect under greedy."""
 
 
 def check_spec(cfg: Config, spec: ScaleSpec) -> ScaleSpec:
@@ -75,8 +79,10 @@ def check_spec(cfg: Config, spec: ScaleSpec) -> ScaleSpec:
                           f"for workflow {cfg.workflow.name!r}), got {bad}")
     if spec.problems < 1:
         raise ConfigError(f"problems must be >= 1, got {spec.problems}")
-    return ScaleSpec(sorted(set(spec.team_sizes)), sorted(set(float(x) for x in spec.time_limits_s)),
-                     spec.problems, spec.prestaffed, spec.greedy)
+    if spec.seed is not None and not (isinstance(spec.seed, int) and spec.seed >= 0):
+        raise ConfigError(f"the sampling seed must be an integer >= 0 (numpy's seeds are), got {spec.seed!r}")
+    return dataclasses.replace(spec, team_sizes=sorted(set(spec.team_sizes)),
+                               time_limits_s=sorted(set(float(x) for x in spec.time_limits_s)))
 
 
 def check_same_task(trained: dict | None, cfg: Config, ignore: tuple[str, ...] = ()) -> None:
@@ -124,7 +130,8 @@ def scale_rollouts(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log
     place_policy(cfg, policy, role="eval")  # model.device
     actor = LLMActor.from_config(cfg.sampler, policy, greedy=spec.greedy)
     t0 = time.perf_counter()
-    runtime.run(rollouts, actor, seed=cfg.task.eval_seed, progress=RolloutProgress("scaling", horizon, log=log))
+    seed = cfg.task.eval_seed if spec.seed is None else spec.seed
+    runtime.run(rollouts, actor, seed=seed, progress=RolloutProgress("scaling", horizon, log=log))
     log(f"  scaling: {len(rollouts)} rollouts (team sizes {spec.team_sizes}, {spec.problems} problems, "
         f"up to {horizon:g} s) in {time.perf_counter() - t0:.0f}s")
     return {k: [r for r, s in zip(rollouts, sizes) if s == k] for k in spec.team_sizes}

@@ -1,0 +1,62 @@
+"""benchmarks/eval_noise.py's statistics on hand-made grids, against hand computation."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("eval_noise", ROOT / "benchmarks" / "eval_noise.py")
+eval_noise = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(eval_noise)
+
+
+def g(one: list[float], two: list[float]) -> dict:
+    """A grid of teams 1 and 2 at limits 5 and 10 s."""
+    return {(1, 5.0): one[0], (1, 10.0): one[1], (2, 5.0): two[0], (2, 10.0): two[1]}
+
+
+A = g([0.2, 0.5], [0.3, 0.8])
+B = g([0.25, 0.4], [0.3, 0.9])
+C = g([0.2, 0.45], [0.35, 0.7])
+
+
+def test_worst_difference_is_the_lowest_over_the_limits():
+    # team 1: 0.2-0.25 = -0.05, 0.5-0.4 = +0.1; team 2: 0, -0.1
+    got = eval_noise.worst_difference(A, B, teams=(1, 2))
+    assert got[1] == pytest.approx(-0.05) and got[2] == pytest.approx(-0.1)
+
+
+def test_null_readings_cover_every_ordered_pair():
+    got = eval_noise.null_readings([A, B, C], teams=(1, 2))
+    assert len(got) == 6  # 3 draws: (A,B) (A,C) (B,A) (B,C) (C,A) (C,B)
+    # (B, A): team 1 min(+0.05, -0.1) = -0.1; team 2 min(0, +0.1) = 0
+    assert got[2][1] == pytest.approx(-0.1) and got[2][2] == pytest.approx(0.0)
+
+
+def test_mean_difference_and_its_standard_error():
+    trained, ws = [A, B], [C, C]
+    d = eval_noise.mean_difference(trained, ws)
+    # team 1 at 10 s: mean(0.5, 0.4) - 0.45 = 0; variance of (0.5, 0.4) = 0.005, of (0.45, 0.45) = 0
+    m, se = d[(1, 10.0)]
+    assert m == pytest.approx(0.0, abs=1e-12) and se == pytest.approx(math.sqrt(0.005 / 2))
+    # team 2 at 10 s: mean(0.8, 0.9) - 0.7 = 0.15
+    assert d[(2, 10.0)][0] == pytest.approx(0.15)
+    worst = eval_noise.worst_mean(d, teams=(1, 2))
+    # team 1: 5 s gives mean(0.2, 0.25) - 0.2 = +0.025, 10 s gives 0: the worst is 10 s
+    assert worst[1]["limit_s"] == 10.0 and worst[1]["z_from_tolerance"] == pytest.approx(0.05 / math.sqrt(0.0025))
+    # team 2: 5 s gives 0.3 - 0.35 = -0.05 with no spread on either side: no z
+    assert worst[2]["mean"] == pytest.approx(-0.05) and worst[2]["se"] == 0.0 and worst[2]["z_from_tolerance"] is None
+
+
+def test_summary_counts_the_draws_that_pass():
+    s = eval_noise.summarize([A, C], {"run": [B, dict(C)]}, teams=(1, 2))
+    # draw 0, B against A: team 1 reads -0.1 (fails); draw 1, C against itself: 0 (passes)
+    assert s["runs"]["run"]["draws_passing"] == 1
+    assert s["runs"]["run"]["per_draw"][0][1] == pytest.approx(-0.1)
+    # the null: (A, C) team 2 min(-0.05, +0.1) = -0.05 passes (>= -0.05, to rounding); (C, A) team 1
+    # min(0, -0.05) and team 2 min(+0.05, -0.1) = -0.1 fails
+    assert s["null"]["pairs"] == 2 and s["null"]["worst_by_team"][2] == pytest.approx([-0.1, -0.05])
