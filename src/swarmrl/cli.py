@@ -308,8 +308,7 @@ def _add_eval_parsers(sub) -> None:
     p.add_argument("--time-limits", default=None, help="comma-separated simulated seconds")
     p.add_argument("--problems", type=int, default=None, help="held-out problems per team size")
     p.add_argument("--prestaffed", action="store_true", help="hire the team at t=0 instead of capping the CEO")
-    p.add_argument("--items", type=int, default=None,
-                   help="items per problem for the evaluation (task.items_per_problem; default: the run's)")
+    p.add_argument("--items", type=int, default=None, help="items per problem (task.items_per_problem; default: the run's)")
     p.add_argument("--greedy", action="store_true",
                    help="decode the most likely token instead of sampling at sampler.temperature")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default task.eval_seed); same problems")
