@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import pytest
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
+from swarmrl.diagnostics.collective import at_limit, token_counter
 from swarmrl.scaling.scale import (ScaleSpec, check_same_task, check_spec, run_scaling, scale_rollouts, score_at,
-                                   summarize, time_to_score, write_table)
+                                   standard_error, summarize, time_to_score, write_table)
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny_test.yaml"
 
@@ -89,6 +92,25 @@ def test_greedy_scaling_does_not_depend_on_the_sampling_temperature():
         cfg = load_config(TINY, [f"sampler.temperature={t}"])
         got.append(run_scaling(cfg, build_tiny_policy(cfg.model), spec, log=lambda *_: None))
     assert got[0] == got[1] and all(r["greedy"] for r in got[0])
+
+
+def test_standard_error_by_hand():
+    assert standard_error([0.0, 1.0]) == pytest.approx(0.5)  # sample sd sqrt(0.5), over sqrt(2)
+    assert standard_error([0.25, 0.5, 0.75, 1.0]) == pytest.approx(math.sqrt(0.3125 / 3 / 4))  # squares sum 0.3125
+    assert standard_error([0.5, 0.5]) == 0.0 and standard_error([0.3]) is None
+
+
+def test_each_cell_carries_the_standard_error_of_its_rollouts_scores(tmp_path):
+    cfg = load_config(TINY, [])
+    policy = build_tiny_policy(cfg.model)
+    spec = check_spec(cfg, ScaleSpec([1, 3], [1.0, 3.0], problems=4))
+    rows = run_scaling(cfg, policy, spec, log=lambda *_: None)
+    by_size, count = scale_rollouts(cfg, policy, spec, log=lambda *_: None), token_counter(policy.tokenizer)
+    for r in rows:
+        scores = [at_limit(x, r["time_limit_s"], count).score for x in by_size[r["team_size"]]]
+        assert r["score_se"] == pytest.approx(statistics.stdev(scores) / math.sqrt(len(scores)))
+    csv_text = write_table(rows, summarize(rows), tmp_path)[1].read_text().splitlines()
+    assert csv_text[0].split(",")[3] == "score_se" and len(csv_text) == 1 + len(rows)
 
 
 def _replies(cfg, policy, spec) -> tuple[list, list[list[str]]]:

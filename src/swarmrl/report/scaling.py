@@ -15,6 +15,8 @@ from matplotlib.figure import Figure
 from swarmrl.report.plots import rolling_mean, series, steps
 from swarmrl.scaling.scale import curve, steps_of
 
+Z95 = 1.96  # a normal 95% interval: mean +- Z95 standard errors
+
 
 def _save(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
@@ -26,7 +28,8 @@ def plot_score_vs_latency(rows: list[dict], path: Path, title: str = "score vs l
                           marks_s: dict[str, float] | None = None, key: str = "score_mean",
                           reference: list[dict] | None = None) -> Path:
     """One curve per team size: the collective test-time scaling plot (+ a reference single agent).
-    The score is drawn as its exact step curve where the rows carry it (dots: the grid's limits)."""
+    The score is drawn as its exact step curve where the rows carry it (dots: the grid's limits,
+    with a 95% interval of the mean over the problems where the rows carry `score_se`)."""
     fig = Figure(figsize=(8.5, 4.5))
     ax = fig.add_subplot()
     if reference:
@@ -41,7 +44,8 @@ def plot_score_vs_latency(rows: list[dict], path: Path, title: str = "score vs l
         ax.axvline(x, color="black", lw=0.8, ls="--")
         ax.text(x, top * (1 - 0.07 * j), f" {name} {x:g} s", va="top", fontsize="small")
     ax.set_xlabel("latency budget (simulated s)")
-    ax.set_ylabel(key)
+    ax.set_ylabel(key + (" (bars: 95% interval over the problems)" if any("score_se" in r for r in rows)
+                         and key == "score_mean" else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: curves fill the box
     ax.set_title(title)
@@ -56,7 +60,10 @@ def _draw(ax, rows: list[dict], team_size: int, key: str, marker: str = "", ms: 
         return
     ax.step([t for t, _ in exact] + [x[-1]], [s for _, s in exact] + [y[-1]], where="post", **style)
     if marker:
-        ax.plot(x, y, ls="none", marker=marker, ms=ms, color=style.get("color"))
+        _, se = curve(rows, team_size, "score_se") if all("score_se" in r for r in rows) else (x, [None] * len(x))
+        bars = [Z95 * e if e is not None else 0.0 for e in se]  # 95% interval of each dot's mean over problems
+        ax.errorbar(x, y, yerr=bars, ls="none", marker=marker, ms=ms, color=style.get("color"), elinewidth=0.8,
+                    capsize=2)
 
 
 def plot_tokens_vs_latency(rows: list[dict], path: Path, title: str = "token budget vs latency") -> Path:

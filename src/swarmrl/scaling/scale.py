@@ -39,7 +39,7 @@ from swarmrl.runs.progress import RolloutProgress
 from swarmrl.scenarios import make_scenario
 
 # Columns of the CSV, in order (the JSON rows hold every metric).
-CSV_COLUMNS = ("team_size", "time_limit_s", "score_mean", "useful_work", "useful_work_per_min",
+CSV_COLUMNS = ("team_size", "time_limit_s", "score_mean", "score_se", "useful_work", "useful_work_per_min",
                "team_size_mean", "expert_work_share", "messages_per_rollout", "critical_path_s",
                "total_tokens_per_rollout", "generated_tokens_per_rollout")
 
@@ -141,10 +141,23 @@ def _grid_rows(rollouts: list, spec: ScaleSpec, count, head: dict) -> list[dict]
     """One row per limit of the grid for one team's rollouts. The row at the horizon also holds
     the exact score-versus-limit steps up to it (`score_steps`, read by `time_to_score`): the grid
     only brackets a crossing, and a coarse grid reads it late."""
-    rows = [{**head, "time_limit_s": L, "problems": len(rollouts), **snapshot_metrics([at_limit(r, L, count) for r in rollouts])}
-            for L in spec.time_limits_s]
+    rows = []
+    for L in spec.time_limits_s:
+        snaps = [at_limit(r, L, count) for r in rollouts]
+        rows.append({**head, "time_limit_s": L, "problems": len(rollouts), **snapshot_metrics(snaps),
+                     "score_se": standard_error([s.score for s in snaps])})
     rows[-1]["score_steps"] = [[t, s] for t, s in score_steps(rollouts, spec.time_limits_s[-1])]
     return rows
+
+
+def standard_error(xs: list[float]) -> float | None:
+    """The standard error of the mean of xs (sample standard deviation over sqrt(n)); None for
+    fewer than two values. Over a grid cell's rollouts it is the spread of the held-out problems
+    and of the draws together; two grids on the same problems differ by less (benchmarks/eval_noise.py)."""
+    if len(xs) < 2:
+        return None
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs))
 
 
 def scripted_solo_rows(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec) -> list[dict]:
@@ -258,5 +271,10 @@ def write_table(rows: list[dict], summary: dict, out_dir: Path, name: str = "sca
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for r in rows:
-            w.writerow([f"{r[c]:.6g}" if isinstance(r[c], float) else r[c] for c in CSV_COLUMNS])
+            w.writerow([_csv_cell(r.get(c)) for c in CSV_COLUMNS])
     return [js, cs]
+
+
+def _csv_cell(v) -> str:
+    """A float to 6 significant digits; a missing value (a cell no rollout defines) empty."""
+    return f"{v:.6g}" if isinstance(v, float) else "" if v is None else str(v)
