@@ -4,8 +4,9 @@
 #   1. trains the five runs into runs/eval_noise_s0..4 where they are missing;
 #   2. sampled: benchmarks/eval_noise.py, 8 draws of each run and of the warm start on the default
 #      problems -> sampled.json, sampled.png;
-#   3. greedy (nothing to draw): the checks on three more held-out problem sets (task.eval_seed 1, 2,
-#      3), each run and the warm start on the same 48 problems -> problem_sets/.
+#   3. greedy (nothing to draw): the checks on the default held-out problems (task.eval_seed 1000003)
+#      and on three more sets (task.eval_seed 1, 2, 3), each run and the warm start on the same 48
+#      problems -> problem_sets/, tallied by problem_sets.py.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 S=.venv/bin/swarmrl
@@ -22,7 +23,7 @@ done
 G=(--team-sizes 1,2,4,8,9 --time-limits 4.5,5,5.5,6,6.5,7,7.5,8,9,10,12,14,16,18,20 --problems 48 --greedy)
 P=$OUT/problem_sets
 mkdir -p $P
-for ps in 1 2 3; do
+for ps in 1000003 1 2 3; do
   $S scale "$WS" --config "${RUNS[0]}/config.yaml" "${G[@]}" --out $P/ps${ps}_warm_start task.eval_seed=$ps > /dev/null
   for run in "${RUNS[@]}"; do
     name=$(basename "$run")
@@ -32,3 +33,4 @@ for ps in 1 2 3; do
   done
 done
 rm -f $P/*/*.png
+.venv/bin/python $OUT/problem_sets.py --json $OUT/problem_sets.json
