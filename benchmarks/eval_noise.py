@@ -72,8 +72,8 @@ def worst_mean(diffs: dict[tuple[int, float], tuple[float, float]], teams=TEAMS)
     return out
 
 
-def grid(model: str, config: str, seed: int, problems: int) -> Grid:
-    res = api.scale(model, team_sizes=list(TEAMS), time_limits_s=list(LIMITS), problems=problems,
+def grid(model: str, config: str | None, seed: int, args) -> Grid:
+    res = api.scale(model, team_sizes=args.team_sizes, time_limits_s=args.time_limits, problems=args.problems,
                     config=config, seed=seed, log=lambda *_: None)
     return {(r["team_size"], float(r["time_limit_s"])): r["score_mean"] for r in res.rows}
 
@@ -95,6 +95,7 @@ def summarize(ws: list[Grid], runs: dict[str, list[Grid]], teams=TEAMS) -> dict:
 
 
 def _print(s: dict, draws: int) -> None:
+    """The null's pass count and spread, then each run's draws that pass and its worst mean differences."""
     n = s["null"]
     print(f"null (warm start against itself, {n['pairs']} ordered pairs of {draws} draws): "
           f"{n['below_tolerance']} read below -{TOLERANCE}")
@@ -106,12 +107,13 @@ def _print(s: dict, draws: int) -> None:
                           for t, w in r["worst_mean"].items()))
 
 
-def plot(ws: list[Grid], runs: dict[str, list[Grid]], path: Path) -> None:
+def plot(ws: list[Grid], runs: dict[str, list[Grid]], path: Path, teams=TEAMS) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(TEAMS), figsize=(4.2 * len(TEAMS), 3.4), sharey=True)
-    for ax, n in zip(axes, TEAMS):
+    fig, axes = plt.subplots(1, len(teams), figsize=(4.2 * len(teams), 3.4), sharey=True, squeeze=False)
+    axes = axes[0]
+    for ax, n in zip(axes, teams):
         for name, draws in runs.items():
             d = mean_difference(draws, ws)
             xs = [L for (t, L) in d if t == n]
@@ -136,27 +138,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-start", required=True, help="the runs' warm-start model directory")
     ap.add_argument("--draws", type=int, default=8, help="sampling seeds per policy (>= 2)")
     ap.add_argument("--problems", type=int, default=48)
+    ap.add_argument("--team-sizes", default=",".join(map(str, TEAMS)), help="the small teams the check reads")
+    ap.add_argument("--time-limits", default=",".join(map(str, LIMITS)), help="simulated seconds")
     ap.add_argument("--json")
     ap.add_argument("--plot")
     args = ap.parse_args(argv)
     if args.draws < 2:
         ap.error("--draws must be >= 2 (one draw has no noise to measure)")
+    args.team_sizes = [int(x) for x in args.team_sizes.split(",")]
+    args.time_limits = [float(x) for x in args.time_limits.split(",")]
     config = str(Path(args.runs[0]) / "config.yaml")
     seed0 = api.config_of(config).task.eval_seed
     seeds = [seed0 + d for d in range(args.draws)]
-    ws = [grid(args.warm_start, config, s, args.problems) for s in seeds]
+    ws = [grid(args.warm_start, config, s, args) for s in seeds]
     print(f"warm start: {args.draws} draws", file=sys.stderr)
     runs = {}
     for run in args.runs:
-        runs[Path(run).name] = [grid(run, None, s, args.problems) for s in seeds]
+        runs[Path(run).name] = [grid(run, None, s, args) for s in seeds]
         print(f"{run}: {args.draws} draws", file=sys.stderr)
-    s = summarize(ws, runs)
+    s = summarize(ws, runs, args.team_sizes)
     _print(s, args.draws)
     if args.plot:
-        plot(ws, runs, Path(args.plot))
+        plot(ws, runs, Path(args.plot), args.team_sizes)
     if args.json:
         settings = {"warm_start": args.warm_start, "runs": args.runs, "draws": args.draws, "seeds": seeds,
-                    "problems": args.problems, "teams": TEAMS, "limits_s": LIMITS, "tolerance": TOLERANCE}
+                    "problems": args.problems, "teams": args.team_sizes, "limits_s": args.time_limits,
+                    "tolerance": TOLERANCE}
         grids = {"warm_start": [_rows(g) for g in ws], **{k: [_rows(g) for g in v] for k, v in runs.items()}}
         Path(args.json).write_text(json.dumps({"settings": settings, **_jsonable(s), "grids": grids}, indent=1) + "\n")
     return 0

@@ -60,3 +60,25 @@ def test_summary_counts_the_draws_that_pass():
     # the null: (A, C) team 2 min(-0.05, +0.1) = -0.05 passes (>= -0.05, to rounding); (C, A) team 1
     # min(0, -0.05) and team 2 min(+0.05, -0.1) = -0.1 fails
     assert s["null"]["pairs"] == 2 and s["null"]["worst_by_team"][2] == pytest.approx([-0.1, -0.05])
+
+
+def test_end_to_end_on_a_tiny_run(tmp_path, capsys):
+    import json
+
+    from swarmrl.config import load_config
+    from swarmrl.policy.model import build_tiny_policy, save_policy
+    from swarmrl.rl.loop import train
+    tiny = ROOT / "configs" / "tiny_test.yaml"
+    cfg = load_config(tiny, ["rl.steps=1", "sampler.temperature=1.0"])
+    save_policy(build_tiny_policy(cfg.model), tmp_path / "init")
+    run = train(cfg, tmp_path / "run", init_policy=tmp_path / "init", log=lambda *_: None)
+    out = tmp_path / "noise.json"
+    assert eval_noise.main([str(run.path), "--warm-start", str(tmp_path / "init"), "--draws", "2", "--problems", "2",
+                            "--team-sizes", "1,2", "--time-limits", "1,3", "--json", str(out),
+                            "--plot", str(tmp_path / "noise.png")]) == 0
+    got = json.loads(out.read_text())
+    assert got["settings"]["seeds"] == [cfg.task.eval_seed, cfg.task.eval_seed + 1]
+    assert got["null"]["pairs"] == 2 and len(got["runs"]["run"]["per_draw"]) == 2
+    assert len(got["grids"]["warm_start"]) == 2 and len(got["grids"]["warm_start"][0]) == 4  # 2 teams x 2 limits
+    assert (tmp_path / "noise.png").stat().st_size > 0
+    assert "the check passes on" in capsys.readouterr().out
