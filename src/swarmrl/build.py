@@ -26,6 +26,7 @@ from swarmrl.policy.model import Policy
 from swarmrl.policy import sharing
 from swarmrl.policy.sharing import PolicySet
 from swarmrl.rl.advantages import get_advantage
+from swarmrl.rl.anchor import DemoAnchor
 from swarmrl.rl.aggregation import AGGREGATIONS
 from swarmrl.rl.losses import make_loss
 from swarmrl.rl.update import Updater
@@ -245,6 +246,7 @@ class RunParts:
     advantage_fn: object = None
     role_ids: dict[str, int] = field(default_factory=dict)
     learner: object = None  # a sharded learner's process group (distributed/sharding.py); None: one process
+    anchor: object = None  # rl/anchor.py DemoAnchor: scripted solo demonstrations in the update (rl.demo_anchor_coef)
 
     def close(self) -> None:
         """Release what the run holds, on success, error or Ctrl-C: the backend (Ray workers and a
@@ -298,6 +300,7 @@ def build_run(cfg: Config, policy: Policy) -> RunParts:
                                 temperature=cfg.sampler.temperature, sharding=parts.learner)
         parts.updater.mixed_precision = cfg.model.mixed_precision
         parts.detectors = Detectors(cfg.detectors)
+        parts.anchor = DemoAnchor(cfg, runtime, task, policy)
         parts.role_ids = {r: i for i, r in enumerate(runtime.scenario.role_types())}
     except BaseException:
         parts.close()

@@ -157,6 +157,9 @@ def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
          f"rl.smaller_caps_fraction must be in [0, 1], got {cfg.rl.smaller_caps_fraction}"),
         (cfg.rl.smaller_caps_kl_scale >= 0.0,
          f"rl.smaller_caps_kl_scale must be >= 0, got {cfg.rl.smaller_caps_kl_scale}"),
+        (cfg.rl.demo_anchor_coef >= 0.0, f"rl.demo_anchor_coef must be >= 0, got {cfg.rl.demo_anchor_coef}"),
+        (cfg.rl.demo_anchor_sequences >= 1,
+         f"rl.demo_anchor_sequences must be >= 1, got {cfg.rl.demo_anchor_sequences}"),
         (0.0 <= cfg.rl.smaller_caps_time_exponent <= 1.0,
          f"rl.smaller_caps_time_exponent must be in [0, 1] (1: equal agent-seconds), got "
          f"{cfg.rl.smaller_caps_time_exponent}"),

@@ -114,6 +114,13 @@ class RLConfig:
     items. 0.5: halfway on a log scale (a single agent 16.5 s, a team of 4 8.25 s). 1 did not
     keep the demo's single agent at the warm start's level past the trained limits (0.06-0.11
     below it at 12-20 s; README, small teams). Inert while `smaller_caps_fraction` is 0."""
+    demo_anchor_coef: float = 0.0
+    """Advantage of the task's scripted single-agent demonstrations mixed into every update, their
+    behaviour log-probs the policy's own, so their gradient is this times their log-likelihood's
+    (rl/anchor.py; PPO-ptx). 0 = none (RLCR as published). Why: a deadline trains a single agent's
+    first items only, and its later ones drift. Org and single workflows, shared policy."""
+    demo_anchor_sequences: int = 4
+    """Scripted solo demonstrations per step (one sequence each) under `demo_anchor_coef`."""
     lr: float = 3e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0

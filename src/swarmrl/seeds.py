@@ -25,6 +25,7 @@ _RNG_STREAMS = {
     "minibatch_order": lambda seed, step: [seed, step, 1],  # the update's minibatch permutation
     "caps": lambda seed, step: [seed, step, 3],  # the smaller expert caps of a step
     "spans": lambda seed, step: [seed, step, 4],  # the spans of control of a step (rl.spans)
+    "demo_anchor": lambda seed, step: [seed, step, 5],  # a step's anchoring demonstrations (rl/anchor.py)
     "eval_problems": lambda seed: seed,  # held-out problems (seed = task.eval_seed)
     "demos": lambda seed: seed,  # scripted demonstrations of the warm start
     "demo_slips": lambda seed: seed,  # the scripted workflow solvers' deliberate slips

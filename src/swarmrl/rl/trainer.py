@@ -48,7 +48,7 @@ class Trainer:
         p = self.parts
         self.policy, self.runtime, self.task, self.backend = p.policy, p.runtime, p.task, p.backend
         self.policies, self.actor, self.updater, self.detectors = p.policies, p.actor, p.updater, p.detectors
-        self.advantage_fn, self.role_ids = p.advantage_fn, p.role_ids
+        self.advantage_fn, self.role_ids, self.anchor = p.advantage_fn, p.role_ids, p.anchor
         self.scenario = p.runtime.scenario
         self.full_cap = self.scenario.team_cap(None)  # the cap of rollouts not given a smaller one
         self.step_idx = 0  # next step to run
@@ -82,11 +82,12 @@ class Trainer:
         seqs, score_of, credit_metrics = self.credit(step, usable)
 
         # 4-5. Loss and update (per-role gradient norms on diagnostic steps). Frozen roles'
-        #      tokens (policy.frozen_roles: orchestrator-only training) carry no gradient.
-        measure = cfg.rl.role_grad_interval > 0 and step % cfg.rl.role_grad_interval == 0
+        #      tokens (policy.frozen_roles: orchestrator-only training) carry no gradient; scripted
+        #      solo demonstrations join under rl.demo_anchor_coef (rl/anchor.py; none by default).
         trained = [s for s in seqs if self.policies.trains(s.role)]
+        trained += self.anchor.sequences(step, self.policy.model, self.policies.trains)
         t_update = time.perf_counter()
-        update_metrics = self.updater.update(trained, step, measure_roles=measure)
+        update_metrics = self.updater.update(trained, step, measure_roles=self.measures_roles(step))
         update_s = time.perf_counter() - t_update
 
         # 6. Metrics, per-role diagnostics and detectors.
@@ -115,9 +116,8 @@ class Trainer:
         metrics.update({f"role/{r}/multiplicity": float(k) for r, k in multiplicity.items()})
         alerts = self.detectors.update(step, metrics, signatures, multiplicity)
         metrics["alerts"] = [f"{a.name}:{a.role}: {a.message}" for a in alerts]
-        metrics["tokens_per_s"] = generated / max(rollout_s, 1e-9)
-        metrics["rollout_s"] = rollout_s
-        metrics["step_s"] = time.perf_counter() - t0
+        metrics.update(tokens_per_s=generated / max(rollout_s, 1e-9), rollout_s=rollout_s,
+                       step_s=time.perf_counter() - t0)
         metrics.update(peak_memory_metrics(model_device(self.policy.model)))  # gpu/peak_mem_gb on CUDA
         metrics.update(self.perf(trained, rollouts, rollout_s, update_s))
         self.step_idx += 1
@@ -155,6 +155,10 @@ class Trainer:
         diagnostics = credit_metrics(usable, seqs, self.task)  # every agent's sequence, dropped groups too
         return ([s for s, k in zip(seqs, kept.tolist()) if k], score_of,
                 {**shaping_metrics, **adv_metrics, **diagnostics})
+
+    def measures_roles(self, step: int) -> bool:
+        """Whether step `step` measures per-role gradient norms (rl.role_grad_interval)."""
+        return self.cfg.rl.role_grad_interval > 0 and step % self.cfg.rl.role_grad_interval == 0
 
     def deadline(self, step: int) -> float:
         """Step `step`'s deadline: the curriculum's under RLCR shaping, the safety cap under penalty / none."""
