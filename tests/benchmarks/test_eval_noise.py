@@ -82,3 +82,17 @@ def test_end_to_end_on_a_tiny_run(tmp_path, capsys):
     assert len(got["grids"]["warm_start"]) == 2 and len(got["grids"]["warm_start"][0]) == 4  # 2 teams x 2 limits
     assert (tmp_path / "noise.png").stat().st_size > 0
     assert "the check passes on" in capsys.readouterr().out
+
+
+def test_the_problem_set_tally_by_hand_and_on_the_committed_records():
+    ps_spec = importlib.util.spec_from_file_location(
+        "problem_sets", ROOT / "benchmarks" / "small_teams" / "eval_noise" / "problem_sets.py")
+    problem_sets = importlib.util.module_from_spec(ps_spec)
+    ps_spec.loader.exec_module(problem_sets)
+    c = {"x_perfect": 3.2, "x_own": 2.9, "reach_ratio": 0.4, "worst_minus_warm_start": {"1": -0.05, "2": 0.1}}
+    assert problem_sets.passes(c) == {"3x": False, "1.0 by 0.4x": True, "small teams": True}
+    c = {"x_perfect": 3.0, "x_own": 3.0, "reach_ratio": None, "worst_minus_warm_start": {"1": -0.051}}
+    assert problem_sets.passes(c) == {"3x": True, "1.0 by 0.4x": False, "small teams": False}
+    records = problem_sets.load()
+    assert len(records) == 5 and all(len(sets) == 4 for sets in records.values())
+    assert records["eval_noise_s0"]["1000003"]["reach_ratio"] == pytest.approx(0.355, abs=5e-4)  # the README's

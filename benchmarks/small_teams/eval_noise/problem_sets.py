@@ -26,8 +26,8 @@ def load(root: Path = HERE) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = defaultdict(dict)
     for path in sorted(root.glob("checks_ps*_*.json")):
         m = NAME.match(path.name)
-        if m:
-            out[m.group(2)][m.group(1)] = json.loads(path.read_text())
+        if m:  # scale_checks.py writes {grid directory: its checks}
+            out[m.group(2)][m.group(1)] = next(iter(json.loads(path.read_text()).values()))
     return dict(out)
 
 
@@ -53,6 +53,12 @@ def cell(c: dict, grid_dir: Path) -> str:
     return f"{c['x_perfect']:.2f}x, {reach}, {worst:+.3f}"
 
 
+def _set_order(item: tuple[str, dict]) -> tuple[int, str]:
+    """The default held-out set (task.eval_seed 1000003) first, then the others by seed."""
+    ps = item[0]
+    return (0 if ps == "1000003" else 1, ps.zfill(12))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json")
@@ -61,11 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     summary = {}
     for run, sets in table.items():
         counts = defaultdict(int)
-        for ps, c in sorted(sets.items()):
+        for ps, c in sorted(sets.items(), key=_set_order):
             for k, ok in passes(c).items():
                 counts[k] += ok
         summary[run] = {"sets": len(sets), **counts}
-        print(f"{run}: " + " | ".join(f"set {ps}: {cell(c, HERE / f'ps{ps}_{run}')}" for ps, c in sorted(sets.items())))
+        print(f"{run}: " + " | ".join(f"set {ps}: {cell(c, HERE / f'ps{ps}_{run}')}"
+                                      for ps, c in sorted(sets.items(), key=_set_order)))
         print("    passing: " + ", ".join(f"{k} {v} of {len(sets)}" for k, v in counts.items()))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
