@@ -7,15 +7,9 @@
 #   3. the headline checks of each run, greedy and sampled, on the default problems (checks.sh) -> checks/.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-S=.venv/bin/swarmrl
 OUT=benchmarks/small_teams/anchor
 WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
-RUNS=()
-for s in 0 1 2 3 4; do
-  RUNS+=(runs/anchor_s$s)
-  [ -d runs/anchor_s$s/final ] || \
-    $S train rlcr_arith seed=$s rl.demo_anchor_coef=1 run.progress=false --init "$WS" --out runs/anchor_s$s --overwrite > /dev/null
-done
+RUNS=($(bash benchmarks/small_teams/train_seeds.sh anchor rl.demo_anchor_coef=1))
 .venv/bin/python benchmarks/eval_noise.py "${RUNS[@]}" --warm-start "$WS" --draws 8 \
   --json $OUT/sampled.json --plot $OUT/sampled.png
 for s in 0 1 2 3 4; do

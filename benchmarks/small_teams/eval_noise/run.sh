@@ -12,12 +12,7 @@ cd "$(dirname "$0")/../../.."
 S=.venv/bin/swarmrl
 OUT=benchmarks/small_teams/eval_noise
 WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
-RUNS=()
-for s in 0 1 2 3 4; do
-  RUNS+=(runs/eval_noise_s$s)
-  [ -f runs/eval_noise_s$s/demo_summary.json ] || [ -d runs/eval_noise_s$s/final ] || \
-    $S train rlcr_arith seed=$s run.progress=false --init "$WS" --out runs/eval_noise_s$s --overwrite > /dev/null
-done
+RUNS=($(bash benchmarks/small_teams/train_seeds.sh eval_noise))
 .venv/bin/python benchmarks/eval_noise.py "${RUNS[@]}" --warm-start "$WS" --draws 8 \
   --json $OUT/sampled.json --plot $OUT/sampled.png
 G=(--team-sizes 1,2,4,8,9 --time-limits 4.5,5,5.5,6,6.5,7,7.5,8,9,10,12,14,16,18,20 --problems 48 --greedy)
