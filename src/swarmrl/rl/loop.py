@@ -131,6 +131,8 @@ def train(cfg: Config, out: Path, init_policy: Path | None = None, resume: bool 
     Under torchrun (learner.strategy ddp | fsdp) every rank trains; rank 0 alone writes and logs.
     """
     log = log if is_writer() else (lambda *a, **k: None)
+    if Path(out).is_symlink():  # a link, dangling or not, names where the run goes; mkdir on it fails
+        out = Path(out).resolve()
     if _launch_ranks(cfg, Path(out), init_policy, resume, overwrite, resume_overrides, log):
         return RunDir(Path(out))
     if resume:
