@@ -266,3 +266,15 @@ def test_archive_read_is_a_prefix_in_time():
     shown = [x.split(": ", 1)[1] for x in archive]
     if "from ceo" in shown:
         assert "from e2" in shown
+
+
+def test_limits_for_scripts_lift_only_the_turn_cap():
+    from types import SimpleNamespace
+
+    from swarmrl.collective.runtime import RuntimeLimits
+    limits = RuntimeLimits(max_turns_per_agent=4, max_new_tokens_per_turn=7)
+    problems = [SimpleNamespace(num_items=3), SimpleNamespace(num_items=12)]
+    lifted = limits.for_scripts(problems)
+    assert lifted.max_turns_per_agent == 2 * 12 + 2 and lifted.max_new_tokens_per_turn == 7
+    assert limits.max_turns_per_agent == 4  # a copy: the runtime's own limits are untouched
+    assert RuntimeLimits(max_turns_per_agent=40).for_scripts(problems).max_turns_per_agent == 40  # never lowered

@@ -19,6 +19,8 @@ who may hire, what each role may do, who submits, routing) is the rollout's scen
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -59,6 +61,13 @@ class RuntimeLimits:
     max_message_chars: int = MAX_MESSAGE_CHARS
     max_messages_per_agent: int = MAX_MESSAGES_PER_AGENT
     max_hires_per_rollout: int = WorkflowConfig.max_hires_per_rollout  # hires and re-hires together
+
+    def for_scripts(self, problems) -> "RuntimeLimits":
+        """These limits with the per-agent turn cap lifted so it never binds on `problems`: the
+        cap is a loop guard for policies, and a script that spends a turn per item would otherwise
+        stop short on a problem with as many items as turns."""
+        turns = max(self.max_turns_per_agent, 2 * max(p.num_items for p in problems) + 2)
+        return dataclasses.replace(self, max_turns_per_agent=turns)
 
 
 class Runtime:

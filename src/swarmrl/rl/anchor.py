@@ -69,8 +69,7 @@ class DemoAnchor:
         from swarmrl.scenarios.org import NO_DEADLINE
         problems = self.task.sample(rng_for("demo_anchor", self.seed, step), self.count)
         runtime = self.runtime
-        turns = max(runtime.limits.max_turns_per_agent, 2 * max(p.num_items for p in problems) + 2)  # never binds
-        saved, runtime.limits = runtime.limits, dataclasses.replace(runtime.limits, max_turns_per_agent=turns)
+        saved, runtime.limits = runtime.limits, runtime.limits.for_scripts(problems)
         try:
             rollouts = [runtime.new_rollout(FIRST_INDEX + i, FIRST_INDEX + i, p, NO_DEADLINE, 0)
                         for i, p in enumerate(problems)]

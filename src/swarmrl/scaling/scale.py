@@ -181,8 +181,7 @@ def scripted_solo_rows(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec)
     if scripts is None:
         raise ConfigError(f"task {cfg.task.name!r} has no scripted demonstrations: no scripted single agent to compare with")
     probs = eval_problems(cfg, task, spec.problems)
-    turns = max(runtime.limits.max_turns_per_agent, 2 * max(p.num_items for p in probs) + 2)  # never binds
-    runtime.limits = dataclasses.replace(runtime.limits, max_turns_per_agent=turns)
+    runtime.limits = runtime.limits.for_scripts(probs)
     rollouts = [runtime.new_rollout(i, i, p, max(spec.time_limits_s), 0) for i, p in enumerate(probs)]
     actor = scripts.org_actor(tokenizer, base.end_id, {i: scripts.solo_strategy() for i in range(len(probs))})
     runtime.run(rollouts, actor, seed=0)
