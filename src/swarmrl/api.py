@@ -286,8 +286,8 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
     import torch
     from swarmrl.rl.loop import load_trained_policy, trained_weights_dirs
     from swarmrl.runs.manifest import weights_digest
-    from swarmrl.scaling.scale import (ScaleSpec, check_same_task, check_spec, run_scaling, scripted_solo_rows,
-                                      summarize, write_table)
+    from swarmrl.scaling.scale import (ScaleSpec, check_same_task, check_spec, draw_seed, run_scaling,
+                                      scripted_solo_rows, summarize, write_table)
     check_eval_inputs(run_or_model, problems)
     ov = _override_list(overrides) + ([f"task.items_per_problem={items}"] if items is not None else [])
     if config is not None:
@@ -314,7 +314,7 @@ def scale(run_or_model: str | Path, team_sizes: Sequence[int] | None = None,
         out = Path(out)
         source = {"model": str(Path(run_or_model).resolve()), "greedy": greedy, "problems": spec.problems,
                   "prestaffed": prestaffed, "items_per_problem": cfg.task.items_per_problem,
-                  "seed": spec.seed if spec.seed is not None else cfg.task.eval_seed,
+                  "seed": draw_seed(cfg, spec),
                   "weights_sha256": weights_digest(trained_weights_dirs(Path(run_or_model)))}
         paths = write_table(rows, summary, out, source=source)
         if reference:

@@ -60,7 +60,7 @@ def _draw(ax, rows: list[dict], team_size: int, key: str, marker: str = "", ms: 
         return
     ax.step([t for t, _ in exact] + [x[-1]], [s for _, s in exact] + [y[-1]], where="post", **style)
     if marker:
-        _, se = curve(rows, team_size, "score_se") if all("score_se" in r for r in rows) else (x, [None] * len(x))
+        se = curve(rows, team_size, "score_se")[1] if all("score_se" in r for r in rows) else [None] * len(x)
         bars = [Z95 * e if e is not None else 0.0 for e in se]  # 95% interval of each dot's mean over problems
         ax.errorbar(x, y, yerr=bars, ls="none", marker=marker, ms=ms, color=style.get("color"), elinewidth=0.8,
                     capsize=2)

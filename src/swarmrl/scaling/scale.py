@@ -22,6 +22,7 @@ import csv
 import dataclasses
 import json
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,8 +131,7 @@ def scale_rollouts(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec, log
     place_policy(cfg, policy, role="eval")  # model.device
     actor = LLMActor.from_config(cfg.sampler, policy, greedy=spec.greedy)
     t0 = time.perf_counter()
-    seed = cfg.task.eval_seed if spec.seed is None else spec.seed
-    runtime.run(rollouts, actor, seed=seed, progress=RolloutProgress("scaling", horizon, log=log))
+    runtime.run(rollouts, actor, seed=draw_seed(cfg, spec), progress=RolloutProgress("scaling", horizon, log=log))
     log(f"  scaling: {len(rollouts)} rollouts (team sizes {spec.team_sizes}, {spec.problems} problems, "
         f"up to {horizon:g} s) in {time.perf_counter() - t0:.0f}s")
     return {k: [r for r, s in zip(rollouts, sizes) if s == k] for k in spec.team_sizes}
@@ -150,14 +150,16 @@ def _grid_rows(rollouts: list, spec: ScaleSpec, count, head: dict) -> list[dict]
     return rows
 
 
+def draw_seed(cfg: Config, spec: ScaleSpec) -> int:
+    """The seed the grid's rollouts sample with: `spec.seed`, else `task.eval_seed`."""
+    return cfg.task.eval_seed if spec.seed is None else spec.seed
+
+
 def standard_error(xs: list[float]) -> float | None:
     """The standard error of the mean of xs (sample standard deviation over sqrt(n)); None for
     fewer than two values. Over a grid cell's rollouts it is the spread of the held-out problems
     and of the draws together; two grids on the same problems differ by less (benchmarks/eval_noise.py)."""
-    if len(xs) < 2:
-        return None
-    m = sum(xs) / len(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs))
+    return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) >= 2 else None
 
 
 def scripted_solo_rows(cfg: Config, policy: Policy | PolicySet, spec: ScaleSpec) -> list[dict]:
