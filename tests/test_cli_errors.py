@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from swarmrl.cli import main
-from test_cli import TINY, output
+from test_cli import TINY, error_output, output
 
 
 # ------------------------------------------------------------------ bad input: exit 2, `error:`, no traceback
@@ -58,7 +58,7 @@ def test_bad_train_input_is_an_error_before_anything_is_created(config, override
     monkeypatch.chdir(tmp_path)  # file names in the messages are the relative names given
     out_dir, cache = tmp_path / "run", tmp_path / "cache"
     rc = main(["train", config, "--out", str(out_dir), *overrides, f"warmstart.cache_dir={cache}"])
-    out = output(capsys)
+    out = error_output(capsys)
     assert rc == 2
     assert out.startswith("error: ")
     for f in fragments:
@@ -80,7 +80,7 @@ def test_time_limit_start_after_end_is_fine_when_start_is_unused():
 def test_train_flag_errors(argv, fragment, tmp_path, capsys):
     run = tmp_path / "r"
     assert main(["train", TINY, *[a.format(run=run) for a in argv]]) == 2
-    assert fragment.format(run=run) in output(capsys)
+    assert fragment.format(run=run) in error_output(capsys)
     assert not run.exists()
 
 
@@ -101,29 +101,29 @@ BAD_EVAL = [
 def test_bad_eval_flags(flags, fragment, tmp_path, capsys):
     d = str(tmp_path)
     assert main(["eval", d, *[f.format(d=d) for f in flags]]) == 2
-    out = output(capsys)
+    out = error_output(capsys)
     assert out.startswith("error: ") and fragment.format(d=d) in out and "Traceback" not in out
 
 
 def test_scale_rejects_zero_problems(tmp_path, capsys):
     assert main(["scale", str(tmp_path), "--config", TINY, "--problems", "0"]) == 2
-    assert "--problems must be >= 1, got 0" in output(capsys)
+    assert "--problems must be >= 1, got 0" in error_output(capsys)
 
 
 @pytest.mark.parametrize("cmd", ["eval", "scale"])
 def test_eval_of_a_missing_directory(cmd, tmp_path, capsys):
     assert main([cmd, str(tmp_path / "nope")]) == 2
-    assert f"{tmp_path / 'nope'}: no such run, checkpoint or model directory" in output(capsys)
+    assert f"{tmp_path / 'nope'}: no such run, checkpoint or model directory" in error_output(capsys)
 
 
 def test_report_of_a_missing_or_empty_run(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nope")]) == 2
-    assert f"{tmp_path / 'nope'}: no such run directory" in output(capsys)
+    assert f"{tmp_path / 'nope'}: no such run directory" in error_output(capsys)
     assert main(["report", str(tmp_path)]) == 2
-    assert f"{tmp_path / 'metrics.jsonl'} not found" in output(capsys)
+    assert f"{tmp_path / 'metrics.jsonl'} not found" in error_output(capsys)
     (tmp_path / "metrics.jsonl").write_text("")
     assert main(["report", str(tmp_path)]) == 2
-    assert "no metrics to plot" in output(capsys)
+    assert "no metrics to plot" in error_output(capsys)
     assert not (tmp_path / "plots").exists()
 
 
@@ -131,7 +131,7 @@ def test_error_text_is_printed_verbatim_not_as_markup(tmp_path, capsys):
     bad = tmp_path / "[bold]x.yaml"  # unescaped, rich would print it as a bold "x.yaml"
     bad.write_text("rl: [\n")
     assert main(["train", str(bad), "--out", str(tmp_path / "r")]) == 2
-    assert f"{bad}: invalid YAML" in output(capsys)
+    assert f"{bad}: invalid YAML" in error_output(capsys)
 
 
 def _tiny_model_dir(path: Path) -> Path:
@@ -149,7 +149,7 @@ def test_eval_of_a_model_dir_with_a_corrupt_header(tmp_path, capsys):
     data[8:16] = b"\xff" * 8  # the JSON header right after its length
     weights_file.write_bytes(bytes(data))
     assert main(["eval", str(model), "--config", TINY, "--problems", "1"]) == 2
-    out = output(capsys)
+    out = error_output(capsys)
     assert out.startswith("error: ") and str(model) in out
 
 
@@ -159,7 +159,7 @@ def test_bad_dataset_row_names_file_and_row_and_creates_no_run(tmp_path, capsys)
     out_dir = tmp_path / "run"
     assert main(["train", TINY, "--out", str(out_dir), "--init", str(_tiny_model_dir(tmp_path / "m")),
                  "task.name=math", f"task.dataset={data}", "model.max_context_tokens=2048"]) == 2
-    out = output(capsys)
+    out = error_output(capsys)
     assert f"{data}: row 1: no field 'answer'" in out
     assert not out_dir.exists()
 
@@ -171,7 +171,8 @@ def test_bad_dataset_row_names_file_and_row_and_creates_no_run(tmp_path, capsys)
     (None, ["eval", ".", "--problems", "0"], "--problems must be >= 1, got 0"),
 ])
 def test_entry_point_prints_one_error_line(name, argv, fragment, tmp_path):
-    """The real entry point in a fresh process: nothing else (a traceback) on stdout or stderr."""
+    """The real entry point in a fresh process: one line on standard error (so `> log` still shows it),
+    nothing on standard output, no traceback."""
     import os
     import subprocess
     import sys
@@ -180,8 +181,8 @@ def test_entry_point_prints_one_error_line(name, argv, fragment, tmp_path):
     p = subprocess.run([sys.executable, "-m", "swarmrl.cli", *argv], cwd=tmp_path, capture_output=True, text=True,
                        env={**os.environ, "COLUMNS": "300"}, timeout=120)
     assert p.returncode == 2
-    assert p.stdout.startswith(f"error: {fragment}") and len(p.stdout.strip().splitlines()) == 1
-    assert "Traceback" not in p.stdout + p.stderr
+    assert p.stderr.startswith(f"error: {fragment}") and len(p.stderr.strip().splitlines()) == 1
+    assert p.stdout == ""
     assert not (tmp_path / "r").exists()
 
 
@@ -191,7 +192,7 @@ def test_other_yaml_inputs_name_the_file(argv, tmp_path, capsys, monkeypatch):
     (tmp_path / "malformed.yaml").write_bytes(BAD_FILES["malformed.yaml"])
     monkeypatch.chdir(tmp_path)
     assert main([*argv, "--out", "o"]) == 2
-    assert output(capsys).startswith("error: malformed.yaml: invalid YAML at line 2")
+    assert error_output(capsys).startswith("error: malformed.yaml: invalid YAML at line 2")
     assert not (tmp_path / "o").exists()
 
 
@@ -220,5 +221,5 @@ def test_demo_refuses_ranks_this_machine_cannot_run_before_the_warm_start(tmp_pa
     cache = tmp_path / "cache"
     assert main(["demo", "--config", TINY, "--out", str(tmp_path / "demo"), "learner.processes=2",
                  f"warmstart.cache_dir={cache}"]) == 2
-    assert "learner.processes=2 puts one rank on each GPU" in output(capsys)
+    assert "learner.processes=2 puts one rank on each GPU" in error_output(capsys)
     assert not cache.exists() and not (tmp_path / "demo").exists()

@@ -22,6 +22,7 @@ from swarmrl.scenarios import SCENARIOS, make_scenario
 from swarmrl.tasks import TASKS
 from swarmrl.tasks.base import TASK_METHODS
 from swarmrl.workflows.graph import WorkflowError
+from test_cli import error_output
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "tiny_test.yaml")
@@ -72,10 +73,6 @@ class DeadScenario(GraphScenario):
 '''
 
 
-def output(capsys) -> str:
-    return capsys.readouterr().out.replace("\n", "")  # rich wraps long lines
-
-
 @pytest.fixture(scope="module")
 def init_model(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("init") / "tiny"
@@ -99,7 +96,7 @@ def train_fails(tmp_path: Path, capsys, overrides: list[str], init: Path | None 
     capsys.readouterr()
     args = ["train", TINY, "--out", str(out), *(["--init", str(init)] if init else []), *overrides]
     assert main(args) == 2
-    printed = output(capsys)
+    printed = error_output(capsys)
     assert "error:" in printed and "Traceback" not in printed
     assert not out.exists() and not (out / "metrics.jsonl").exists()
     assert not (tmp_path / "runs").exists()  # the parent it would have made is removed again

@@ -390,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     # that cannot be read or written; YAMLError a YAML file read by another module. Anything
     # else is a bug and keeps its traceback.
     except (ConfigError, CheckpointError, OSError, ValueError, KeyError, yaml.YAMLError) as e:
-        # Escaped: paths and values may contain [...]. Unwrapped: a path stays on one line.
-        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        # To standard error, so `> log` still shows it. Escaped: paths may contain [...]. Unwrapped.
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         return 2
 
 

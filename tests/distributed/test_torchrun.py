@@ -28,6 +28,7 @@ from swarmrl.config import ConfigError, load_config
 from swarmrl.distributed.torchrun import check_learner
 
 from dist_helpers import REPO, TINY, TINY_LR, timeless
+from test_cli import error_output
 
 SPREAD = f"rl.advantage={REPO / 'tests' / 'distributed' / 'spread_advantage.py'}:spread"
 ARGS = [str(TINY), SPREAD, "eval.val_interval=0", "run.progress=false", "run.threads=1",
@@ -143,16 +144,12 @@ def test_lora_adapters_under_fsdp_equal_one_process(init, tmp_path, run_match):
                           load_file(single / "checkpoints" / "step_2" / f"{group}.safetensors"), TINY_LR, steps=2)
 
 
-def output(capsys) -> str:
-    return capsys.readouterr().out.replace("\n", "")  # rich wraps long lines
-
-
 def test_a_sharded_strategy_in_one_process_is_an_error_before_anything_is_written(init, tmp_path, capsys):
     for strategy in ("ddp", "fsdp"):
         assert main(["train", *ARGS, f"learner.strategy={strategy}", "--out", str(tmp_path / "r"),
                      "--init", str(init)]) == 2
         assert f"learner.strategy={strategy} needs >= 2 processes: launch with torchrun --nproc-per-node N" \
-            in output(capsys)
+            in error_output(capsys)
     assert not (tmp_path / "r").exists()
 
 
@@ -160,7 +157,7 @@ def test_single_under_torchrun_is_an_error(init, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
     assert main(["train", *ARGS, "--out", str(tmp_path / "r"), "--init", str(init)]) == 2
-    assert "torchrun started 2 processes but learner.strategy=single" in output(capsys)
+    assert "torchrun started 2 processes but learner.strategy=single" in error_output(capsys)
     assert not (tmp_path / "r").exists()
 
 
@@ -190,5 +187,5 @@ def test_under_torchrun_the_warm_start_must_be_cached_first(tmp_path, capsys, mo
     monkeypatch.setenv("RANK", "0")
     assert main(["train", *ARGS, "learner.strategy=ddp", f"warmstart.cache_dir={tmp_path / 'cache'}",
                  "--out", str(tmp_path / "r")]) == 2
-    assert "warm-start once first with `swarmrl pretrain CONFIG" in output(capsys)
+    assert "warm-start once first with `swarmrl pretrain CONFIG" in error_output(capsys)
     assert not (tmp_path / "r").exists()

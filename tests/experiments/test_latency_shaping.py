@@ -99,11 +99,11 @@ def test_experiment_bad_input(tmp_path):
 
 def test_cli_scale_bad_input(tmp_path, capsys):
     assert main(["scale", str(tmp_path), "--config", TINY, "--time-limits", "0,4"]) == 2
-    assert "time limits must be > 0" in capsys.readouterr().out
+    assert "time limits must be > 0" in capsys.readouterr().err
     assert main(["scale", str(tmp_path), "--config", TINY, "--team-sizes", "1,80"]) == 2
-    assert "team sizes must be in 1..65" in capsys.readouterr().out
+    assert "team sizes must be in 1..65" in capsys.readouterr().err
     assert main(["experiment", "nope", "--out", str(tmp_path / "x")]) == 2
-    assert "unknown experiment" in capsys.readouterr().out
+    assert "unknown experiment" in capsys.readouterr().err
 
 
 def test_the_experiment_runs_end_to_end_and_resumes_without_retraining(tmp_path):

@@ -54,7 +54,7 @@ def test_report_cli_writes_html_and_pngs(scripted, tmp_path, capsys):
 
 def test_missing_run_exits_2(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nope")]) == 2
-    assert "no such run directory" in capsys.readouterr().out
+    assert "no such run directory" in capsys.readouterr().err
 
 
 def test_a_run_without_samples_still_gets_its_plots(scripted, tmp_path):

@@ -141,7 +141,7 @@ def test_resuming_a_finished_run_is_an_error_saying_how_to_extend(extended, caps
     with pytest.raises(ConfigError, match=r"already finished \(rl.steps=4\).*rl.steps=8"):
         train(None, run, resume=True, log=lambda m: None)
     assert main(["train", "--resume", str(run)]) == 2
-    assert "already finished" in capsys.readouterr().out.replace("\n", "")
+    assert "already finished" in capsys.readouterr().err.replace("\n", "")
     assert (run / "metrics.jsonl").read_text() == before
 
 
@@ -259,7 +259,7 @@ def test_byte_flipped_final_is_refused_at_eval(straight, tmp_path, capsys):
     assert str(target) in str(e.value)
     capsys.readouterr()
     assert main(["eval", str(run / "final"), "--config", str(TINY), "--problems", "1"]) == 2
-    out = capsys.readouterr().out.replace("\n", "")
+    out = capsys.readouterr().err.replace("\n", "")
     assert "error" in out and "model.safetensors" in out
 
 

@@ -224,4 +224,4 @@ def test_cli_scale_on_a_run_and_a_checkpoint_from_another_task(tmp_path, capsys)
     # The same run scored with a config of another task shape: a clear error, not a silent score.
     assert main(["scale", str(run.path), "--config", str(TINY), "task.items_per_problem=6", "--team-sizes", "1,2",
                  "--out", str(out)]) == 2
-    assert "checkpoint is from another task" in capsys.readouterr().out
+    assert "checkpoint is from another task" in capsys.readouterr().err

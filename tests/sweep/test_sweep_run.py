@@ -36,7 +36,7 @@ def test_tiny_sweep_writes_rows_for_cells_and_controls(tmp_path, capsys):
     # ... but not under a changed grid: the old cells' numbers would pass for the new budget's
     path.write_text(yaml.safe_dump({**grid, "overrides": {**grid["overrides"], "rl.steps": 3}}, sort_keys=False))
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
-    assert "holds a finished run of another config (rl.steps differ)" in " ".join(capsys.readouterr().out.split())
+    assert "holds a finished run of another config (rl.steps differ)" in " ".join(capsys.readouterr().err.split())
 
 
 def test_parallel_sweep_with_a_variant_axis(tmp_path):
