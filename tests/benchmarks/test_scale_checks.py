@@ -45,6 +45,8 @@ def test_checks_by_hand(tmp_path):
     assert c["reach_ratio_bounds"] == [pytest.approx(0.25), pytest.approx(1.0)]
     # team 1: -0.02 at 4.5 s is its worst (+0.05 at 18 s); team 2: -0.04 at 18 s
     assert c["worst_minus_warm_start"] == {1: pytest.approx(-0.02), 2: pytest.approx(-0.04)}
+    # team 8, not a small team: +0.25 at 4.5 s, +0.20 at 9 s, 0 at 18 s
+    assert c["larger_teams_minus_warm_start"] == {8: pytest.approx(0.0)}
 
 
 def test_an_exact_reach_ratio_from_the_score_steps(tmp_path):
