@@ -6,16 +6,19 @@
 #   2. sampled: benchmarks/eval_noise.py, 8 draws of each run and of the warm start -> sampled.json, sampled.png;
 #   3. the greedy headline checks of each run on the default problems, against the warm start's greedy
 #      grid that eval_noise/run.sh recorded (problem_sets/ps1000003_warm_start) -> greedy/.
-# Results go to benchmarks/small_teams/anchor/ (coefficient 1) or its subfolder coef_COEF/.
-#   bash benchmarks/small_teams/anchor/run.sh [COEF]
+# Results go to benchmarks/small_teams/anchor/ (coefficient 1) or its subfolder coef_COEF/; with TAG
+# and overrides after the coefficient, runs/anchor_cCOEF_TAG_s0..4 and coef_COEF_TAG/.
+#   bash benchmarks/small_teams/anchor/run.sh [COEF [TAG key=value ...]]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 COEF=${1:-1}
-if [ "$COEF" = 1 ]; then NAME=anchor; OUT=benchmarks/small_teams/anchor
+TAG=${2:-}
+if [ -n "$TAG" ]; then NAME=anchor_c${COEF}_$TAG; OUT=benchmarks/small_teams/anchor/coef_${COEF}_$TAG
+elif [ "$COEF" = 1 ]; then NAME=anchor; OUT=benchmarks/small_teams/anchor
 else NAME=anchor_c$COEF; OUT=benchmarks/small_teams/anchor/coef_$COEF; fi
 mkdir -p $OUT/greedy
 WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
-RUNS=($(bash benchmarks/small_teams/train_seeds.sh $NAME rl.demo_anchor_coef=$COEF))
+RUNS=($(bash benchmarks/small_teams/train_seeds.sh $NAME rl.demo_anchor_coef=$COEF "${@:3}"))
 .venv/bin/python benchmarks/eval_noise.py "${RUNS[@]}" --warm-start "$WS" --draws 8 \
   --json $OUT/sampled.json --plot $OUT/sampled.png
 WSG=benchmarks/small_teams/eval_noise/problem_sets/ps1000003_warm_start
