@@ -81,7 +81,8 @@ CONFIG = "rlcr_arith"  # the demo config: its single-agent control is the measur
 # One agent, no KL, GRPO advantages, no diagnostic passes TRL does not make either.
 # shaping.wrong_cost=0: TRL's reward (the same grader) has no cost for a wrong answer
 BASE_OVERRIDES = ["workflow.name=single", "rl.smaller_caps_fraction=0", "rl.kl_coef=0", "rl.advantage=grpo", "rl.minibatches_per_step=1",
-                  "rl.role_grad_interval=0", "eval.val_interval=0", "run.mfu=false", "shaping.wrong_cost=0"]
+                  "rl.role_grad_interval=0", "eval.val_interval=0", "run.mfu=false", "shaping.wrong_cost=0",
+                  "rl.demo_anchor_coef=0"]
 TRL_SETUP = ("python3 -m venv .venv-trl\n"
              "  .venv-trl/bin/pip install torch==2.13.0   # pinned first: keeps the CPU wheel\n"
              "  .venv-trl/bin/pip install trl transformers")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo's recipe with scripted solo demonstrations in the update (rl.demo_anchor_coef=COEF, 1 when
-# not given), RL seeds 0-4 from the demo's warm start, read as eval_noise/run.sh reads the recipe
+# not given; the preset's 0.5 makes seed 0 the demo's run), RL seeds 0-4 from the demo's warm start, read as eval_noise/run.sh reads the recipe
 # without them (about 35 minutes on 2 cores):
 #   1. trains runs/anchor_s0..4 (coefficient 1) or runs/anchor_cCOEF_s0..4 where they are missing;
 #   2. sampled: benchmarks/eval_noise.py, 8 draws of each run and of the warm start -> sampled.json, sampled.png;

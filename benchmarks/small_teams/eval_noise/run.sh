@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The issue-15 checks of RL seeds 0-4 (the demo's recipe from its warm start; seed 0 is the demo's
-# run) against the evaluation's own noise (about 60 minutes on 2 cores, 15 of them training):
+# The issue-15 checks of RL seeds 0-4 (the demo's recipe from its warm start without the scripted
+# solo demonstrations, rl.demo_anchor_coef=0: the preset before they joined it) against the evaluation's own noise (about 60 minutes on 2 cores, 15 of them training):
 #   1. trains the five runs into runs/eval_noise_s0..4 where they are missing;
 #   2. sampled: benchmarks/eval_noise.py, 8 draws of each run and of the warm start on the default
 #      problems -> sampled.json, sampled.png;
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../../.."
 S=.venv/bin/swarmrl
 OUT=benchmarks/small_teams/eval_noise
 WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
-RUNS=($(bash benchmarks/small_teams/train_seeds.sh eval_noise))
+RUNS=($(bash benchmarks/small_teams/train_seeds.sh eval_noise rl.demo_anchor_coef=0))
 .venv/bin/python benchmarks/eval_noise.py "${RUNS[@]}" --warm-start "$WS" --draws 8 \
   --json $OUT/sampled.json --plot $OUT/sampled.png
 G=(--team-sizes 1,2,4,8,9 --time-limits 4.5,5,5.5,6,6.5,7,7.5,8,9,10,12,14,16,18,20 --problems 48 --greedy)
