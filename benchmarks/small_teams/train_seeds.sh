@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Trains RL seeds 0-4 of the demo's recipe from its warm start into runs/NAME_s0..4 where they are
-# missing (seed 0 with rl.demo_anchor_coef=0.5 or without overrides is the demo's run), with the given overrides; prints the run
+# missing (seed 0 without overrides is the demo's run), with the given overrides; prints the run
 # directories, one per line (about 3 minutes a run on 2 cores).
 #   RUNS=($(bash benchmarks/small_teams/train_seeds.sh NAME [key=value ...]))
 set -euo pipefail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The demo's recipe with scripted solo demonstrations in the update (rl.demo_anchor_coef=COEF, 1 when
-# not given; the preset's 0.5 makes seed 0 the demo's run), RL seeds 0-4 from the demo's warm start, read as eval_noise/run.sh reads the recipe
-# without them (about 35 minutes on 2 cores):
+# The demo's recipe before the anchor joined it (smaller caps 0, 1, 3) with scripted solo
+# demonstrations in the update (rl.demo_anchor_coef=COEF, 1 when not given), RL seeds 0-4 from the
+# demo's warm start, read as eval_noise/run.sh reads the recipe without them (about 35 minutes on
+# 2 cores). Today's preset is `run.sh 0.5 caps0137 rl.smaller_caps=0,1,3,7` (seed 0: the demo's run):
 #   1. trains runs/anchor_s0..4 (coefficient 1) or runs/anchor_cCOEF_s0..4 where they are missing;
 #   2. sampled: benchmarks/eval_noise.py, 8 draws of each run and of the warm start -> sampled.json, sampled.png;
 #   3. the greedy headline checks of each run on the default problems, against the warm start's greedy
@@ -18,7 +19,7 @@ elif [ "$COEF" = 1 ]; then NAME=anchor; OUT=benchmarks/small_teams/anchor
 else NAME=anchor_c$COEF; OUT=benchmarks/small_teams/anchor/coef_$COEF; fi
 mkdir -p $OUT/greedy
 WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
-RUNS=($(bash benchmarks/small_teams/train_seeds.sh $NAME rl.demo_anchor_coef=$COEF "${@:3}"))
+RUNS=($(bash benchmarks/small_teams/train_seeds.sh $NAME rl.demo_anchor_coef=$COEF rl.smaller_caps=0,1,3 "${@:3}"))
 .venv/bin/python benchmarks/eval_noise.py "${RUNS[@]}" --warm-start "$WS" --draws 8 \
   --json $OUT/sampled.json --plot $OUT/sampled.png
 WSG=benchmarks/small_teams/eval_noise/problem_sets/ps1000003_warm_start

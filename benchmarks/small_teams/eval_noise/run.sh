@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../../.."
 S=.venv/bin/swarmrl
 OUT=benchmarks/small_teams/eval_noise
 WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
-RUNS=($(bash benchmarks/small_teams/train_seeds.sh eval_noise rl.demo_anchor_coef=0))
+RUNS=($(bash benchmarks/small_teams/train_seeds.sh eval_noise rl.demo_anchor_coef=0 rl.smaller_caps=0,1,3))
 .venv/bin/python benchmarks/eval_noise.py "${RUNS[@]}" --warm-start "$WS" --draws 8 \
   --json $OUT/sampled.json --plot $OUT/sampled.png
 G=(--team-sizes 1,2,4,8,9 --time-limits 4.5,5,5.5,6,6.5,7,7.5,8,9,10,12,14,16,18,20 --problems 48 --greedy)
