@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The issue-15 checks of RL seeds 0-4 (the demo's recipe from its warm start without the scripted
-# solo demonstrations, rl.demo_anchor_coef=0: the preset before they joined it) against the evaluation's own noise (about 60 minutes on 2 cores, 15 of them training):
+# The issue-15 checks of RL seeds 0-4 (the demo's recipe from its warm start before the scripted
+# solo demonstrations and the cap of 7 joined it: rl.demo_anchor_coef=0 rl.smaller_caps=0,1,3)
+# against the evaluation's own noise (about 60 minutes on 2 cores, 15 of them training):
 #   1. trains the five runs into runs/eval_noise_s0..4 where they are missing;
 #   2. sampled: benchmarks/eval_noise.py, 8 draws of each run and of the warm start on the default
 #      problems -> sampled.json, sampled.png;
