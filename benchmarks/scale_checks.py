@@ -76,6 +76,9 @@ def checks(run: Path, warm_start: Path) -> dict:
     if first is not None and not exact:
         bounds = [_limit_before(rows, first, reached[first]) / solo_at,
                   reached[first] / max(_limit_before(solo, 1, solo_at), 1e-9)]
+    def worst(n: int) -> float:  # team n's lowest score difference to the warm start over the limits
+        return min(_cell(rows, n, t, "score_mean") - _cell(ws, n, t, "score_mean") for t in limits)
+
     return {
         "reach_ratio_by_score": _ratios_by_score(rows, solo, teams) if exact else None,
         "tightest_limit_s": tight, "best_team": best, "items": items,
@@ -86,12 +89,8 @@ def checks(run: Path, warm_start: Path) -> dict:
         "team_reaches_at_s": reached[first] if reached else None,
         "reach_ratio": reached[first] / solo_at if reached else None, "reach_ratio_bounds": bounds,
         "reach_exact": exact,
-        "worst_minus_warm_start": {
-            n: min(_cell(rows, n, t, "score_mean") - _cell(ws, n, t, "score_mean") for t in limits)
-            for n in SMALL_TEAMS if n in teams},
-        "larger_teams_minus_warm_start": {
-            n: min(_cell(rows, n, t, "score_mean") - _cell(ws, n, t, "score_mean") for t in limits)
-            for n in teams if n not in SMALL_TEAMS},
+        "worst_minus_warm_start": {n: worst(n) for n in SMALL_TEAMS if n in teams},
+        "larger_teams_minus_warm_start": {n: worst(n) for n in teams if n not in SMALL_TEAMS},
     }
 
 
