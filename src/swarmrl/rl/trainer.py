@@ -83,7 +83,7 @@ class Trainer:
 
         # 4-5. Loss and update (per-role gradient norms on diagnostic steps). Frozen roles'
         #      tokens (policy.frozen_roles: orchestrator-only training) carry no gradient; scripted
-        #      solo demonstrations join under rl.demo_anchor_coef (rl/anchor.py; none by default).
+        #      solo demonstrations join under rl.demo_anchor_coef (rl/anchor.py; rlcr_arith sets 0.5).
         trained = [s for s in seqs if self.policies.trains(s.role)]
         trained += self.anchor.sequences(step, self.policy.model, self.policies.trains)
         t_update = time.perf_counter()
