@@ -2,6 +2,7 @@
 problems, up to a horizon; every item it does not solve, by cause.
 
     .venv/bin/python benchmarks/team_losses.py RUN [--greedy] [--team-size 9] [--problems 48] [--horizon 20] [--json OUT]
+    .venv/bin/python benchmarks/team_losses.py WARMSTART --config RUN/config.yaml ...   # its warm start
 
 It runs team sizes 1, 2, 4, 8 and the team size through `scaling.scale.scale_rollouts`, the
 batch `swarmrl scale RUN --team-sizes 1,2,4,8,9` reads its grid from, so the rollouts are the
@@ -96,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", type=int, default=48)
     ap.add_argument("--horizon", type=float, default=20.0, help="simulated seconds")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--config", type=Path, help="the config to play under (default RUN/config.yaml; "
+                    "needed for a bare model directory such as a warm start)")
     args = ap.parse_args(argv)
-    cfg = load_config(args.run / "config.yaml", [])
+    cfg = load_config(args.config or args.run / "config.yaml", [])
     policy, _ = load_trained_policy(args.run)
     torch.set_num_threads(cfg.run.threads)
     spec = check_spec(cfg, ScaleSpec(sorted({1, 2, 4, 8, args.team_size}), [args.horizon], args.problems,
