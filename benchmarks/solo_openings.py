@@ -8,7 +8,7 @@ A perfect single agent takes every item in its first turn (`<take item="A-L"/>`,
 solo demonstration). A team's CEO opens otherwise: it takes single items (`<take item="X"/>`,
 the board's longest chain) and hires. A solo agent that opens like a CEO has taken one item, and
 is done when it is solved (`(no items left)`). The rollouts are those of `swarmrl scale RUN
---team-sizes 1,2,4,8,9` at one limit (`scaling.scale.scale_rollouts`), so the draw is the grid's.
+--team-sizes 1,2,4,8,9` at one limit (`team_losses.grid_rollouts`), so the draw is the grid's.
 `--config` plays a bare model directory (a warm start) under a run's config.
 """
 
@@ -18,16 +18,13 @@ import argparse
 import json
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
-import torch
-
-from swarmrl.config import load_config
-from swarmrl.rl.loop import load_trained_policy
-from swarmrl.scaling.scale import ScaleSpec, check_spec, scale_rollouts
+from team_losses import grid_rollouts  # run as a script: benchmarks/ is on the path
 
 LABEL = re.compile(r'item="[A-Z]+"')
+GRID_TEAMS = [1, 2, 4, 8, 9]  # the headline grid's batch, whose draw the solo rollouts share
 
 
 def opening(reply: str, width: int = 60) -> str:
@@ -45,14 +42,6 @@ def openings(rollouts: list) -> dict[str, dict]:
             for k, v in sorted(solved.items(), key=lambda kv: -len(kv[1]))}
 
 
-def solo_rollouts(run: Path, config: Path | None, greedy: bool, problems: int, horizon: float) -> list:
-    cfg = load_config(config or run / "config.yaml", [])
-    policy, _ = load_trained_policy(run)
-    torch.set_num_threads(cfg.run.threads)
-    spec = check_spec(cfg, ScaleSpec(sorted({1, 2, 4, 8, cfg.workflow.max_experts + 1}), [horizon], problems, greedy=greedy))
-    return scale_rollouts(cfg, policy, spec, log=lambda *a: None)[1]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
@@ -64,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = {}
     for run in args.runs:
-        solo = solo_rollouts(run, args.config, args.greedy, args.problems, args.horizon)
+        solo = grid_rollouts(run, args.config, GRID_TEAMS, args.horizon, args.problems, args.greedy)[1]
         out[str(run)] = {"score_mean": sum(r.score for r in solo) / len(solo), "openings": openings(solo)}
         print(f"{run}: score {out[str(run)]['score_mean']:.3f} at {args.horizon:g} s")
         for k, v in out[str(run)]["openings"].items():

@@ -89,6 +89,18 @@ def _holder(r, item: int) -> str:
     return f"held by {a.role}, {state}"
 
 
+def grid_rollouts(run: Path, config: Path | None, team_sizes: list[int], horizon: float, problems: int,
+                  greedy: bool) -> dict[int, list]:
+    """Each team size's rollouts to `horizon`, drawn in one batch as `swarmrl scale RUN --team-sizes
+    TEAM_SIZES` draws them (a turn's seed includes its rollout's index in the batch), under `config`
+    (default RUN/config.yaml; a bare model directory such as a warm start needs one)."""
+    cfg = load_config(config or run / "config.yaml", [])
+    policy, _ = load_trained_policy(run)
+    torch.set_num_threads(cfg.run.threads)
+    spec = check_spec(cfg, ScaleSpec(sorted(set(team_sizes)), [horizon], problems, greedy=greedy))
+    return scale_rollouts(cfg, policy, spec, log=lambda *a: None)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path)
@@ -100,12 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, help="the config to play under (default RUN/config.yaml; "
                     "needed for a bare model directory such as a warm start)")
     args = ap.parse_args(argv)
-    cfg = load_config(args.config or args.run / "config.yaml", [])
-    policy, _ = load_trained_policy(args.run)
-    torch.set_num_threads(cfg.run.threads)
-    spec = check_spec(cfg, ScaleSpec(sorted({1, 2, 4, 8, args.team_size}), [args.horizon], args.problems,
-                                     greedy=args.greedy))
-    team = scale_rollouts(cfg, policy, spec, log=lambda *a: None)[args.team_size]
+    team = grid_rollouts(args.run, args.config, [1, 2, 4, 8, args.team_size], args.horizon, args.problems,
+                         args.greedy)[args.team_size]
     counts = losses(team)
     out = {"run": str(args.run), "greedy": args.greedy, "team_size": args.team_size, "problems": len(team),
            "horizon_s": args.horizon, "score_mean": sum(r.score for r in team) / len(team),

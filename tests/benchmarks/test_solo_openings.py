@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import SimpleNamespace as NS
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # its sibling team_losses.py, as when run as a script
 spec = importlib.util.spec_from_file_location("solo_openings", ROOT / "benchmarks" / "solo_openings.py")
 solo_openings = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(solo_openings)
