@@ -158,6 +158,8 @@ def _range_checks(cfg: Config) -> list[tuple[bool, str]]:
         (cfg.rl.smaller_caps_kl_scale >= 0.0,
          f"rl.smaller_caps_kl_scale must be >= 0, got {cfg.rl.smaller_caps_kl_scale}"),
         (cfg.rl.demo_anchor_coef >= 0.0, f"rl.demo_anchor_coef must be >= 0, got {cfg.rl.demo_anchor_coef}"),
+        (cfg.rl.demo_anchor_opening_coef >= 0.0,
+         f"rl.demo_anchor_opening_coef must be >= 0, got {cfg.rl.demo_anchor_opening_coef}"),
         (cfg.rl.demo_anchor_sequences >= 1,
          f"rl.demo_anchor_sequences must be >= 1, got {cfg.rl.demo_anchor_sequences}"),
         (0.0 <= cfg.rl.smaller_caps_time_exponent <= 1.0,

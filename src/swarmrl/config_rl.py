@@ -121,6 +121,11 @@ class RLConfig:
     first items only, and its later ones drift. Org and single workflows, shared policy."""
     demo_anchor_sequences: int = 4
     """Scripted solo demonstrations per step (one sequence each) under `demo_anchor_coef`."""
+    demo_anchor_opening_coef: float = 0.0
+    """Extra advantage on each demonstration's first turn (a copy of the sequence cut after its
+    first reply joins the update): the opening alone, weighted more than the rest. Why: the one
+    failure the demonstrations did not cure is a single agent that opens like an expert (one
+    item taken, not the whole board). 0 = none. Inert while `demo_anchor_coef` is 0."""
     lr: float = 3e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0

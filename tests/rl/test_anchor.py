@@ -9,7 +9,8 @@ import torch
 
 from swarmrl.config import ConfigError, load_config
 from swarmrl.policy.model import build_tiny_policy
-from swarmrl.rl.anchor import FIRST_INDEX, current_logprobs
+from swarmrl.rl.anchor import FIRST_INDEX, current_logprobs, opening
+from swarmrl.rl.batch import TrainSeq
 from swarmrl.rl.losses import ppo_clip_loss
 from swarmrl.rl.trainer import Trainer
 
@@ -81,6 +82,38 @@ def test_a_step_trains_on_them_and_the_ratio_stays_one():
         tr.close()
 
 
+def test_opening_cuts_after_the_first_run_of_generated_tokens():
+    seq = TrainSeq([1, 2, 3, 4, 5, 6, 7], [0, 0, 1, 1, 0, 1, 1], [0.0, -1, -2, -3, -4, -5, -6], 0.5, "ceo", 9)
+    cut = opening(seq)
+    assert (cut.ids, cut.gen_mask, cut.old_logp) == ([1, 2, 3, 4], [0, 0, 1, 1], [0.0, -1, -2, -3])
+    assert (cut.role, cut.rollout, cut.advantage) == ("ceo", 9, 0.5)
+    whole = TrainSeq([1, 2, 3], [0, 1, 1], [0.0, -1, -2], 0.5, "ceo", 9)  # one reply: the whole sequence
+    assert opening(whole).ids == [1, 2, 3]
+
+
+def test_the_opening_copies_train_the_first_reply_at_their_own_coefficient():
+    tr = _trainer("rl.demo_anchor_opening_coef=1.5")
+    try:
+        got = tr.anchor.sequences(0, tr.policy.model, tr.policies.trains)
+        full, cut = got[:3], got[3:]
+        assert [s.advantage for s in got] == [0.5] * 3 + [1.5] * 3
+        for f, c in zip(full, cut):
+            n = len(c.ids)
+            first_obs = f.gen_mask.index(0, f.gen_mask.index(1))  # the first prompt token after the reply
+            assert n == first_obs and c.ids == f.ids[:n] and c.old_logp == f.old_logp[:n] and c.kl_scale == 0.0
+            assert tr.policy.tokenizer.decode(c.ids[-1:]) == tr.policy.tokenizer.decode([tr.policy.end_id])
+        # log-probs of the cut copy, computed afresh on the cut ids, are the full one's (causal model)
+        again = current_logprobs(tr.policy.model, cut, tr.policy.pad_id, 1.0, "no")
+        assert all(torch.allclose(torch.tensor(a), torch.tensor(c.old_logp), atol=1e-5) for a, c in zip(again, cut))
+        plain = _trainer()
+        try:
+            assert len(plain.anchor.sequences(0, plain.policy.model, plain.policies.trains)) == 3  # off by default
+        finally:
+            plain.close()
+    finally:
+        tr.close()
+
+
 def test_off_by_default_and_nothing_is_drawn():
     cfg = load_config(TINY, [])
     tr = Trainer(cfg, build_tiny_policy(cfg.model))
@@ -97,6 +130,7 @@ def test_current_logprobs_of_nothing():
 @pytest.mark.parametrize("overrides, msg", [
     (["rl.demo_anchor_coef=-1"], "rl.demo_anchor_coef must be >= 0"),
     (["rl.demo_anchor_coef=1", "rl.demo_anchor_sequences=0"], "rl.demo_anchor_sequences must be >= 1"),
+    (["rl.demo_anchor_opening_coef=-0.5"], "rl.demo_anchor_opening_coef must be >= 0"),
 ])
 def test_bad_settings_are_refused_when_the_config_loads(overrides, msg):
     with pytest.raises(ConfigError, match=msg):

@@ -15,6 +15,11 @@ the gradient of their log-likelihood: a supervised term, weighted by the update'
 aggregation like every other token (InstructGPT's PPO-ptx mixes pretraining data into PPO the
 same way). They carry no KL term, and they are not rollouts: no score, no metric of the
 collective counts them.
+
+`rl.demo_anchor_opening_coef` adds, for each demonstration, a copy cut after its first reply at
+that advantage: the opening's tokens then train at the sum of both coefficients, the rest at
+`demo_anchor_coef` alone. The opening is where a shared policy mixes its roles up (a single agent
+that takes one item, as an expert does, and then has nothing left to take).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class DemoAnchor:
         """`runtime`, `task`: the run's (the demonstrations go through the same runtime, its turn
         cap lifted while they run); `policy`: the base policy (tokenizer and special ids)."""
         self.coef, self.count, self.seed = cfg.rl.demo_anchor_coef, cfg.rl.demo_anchor_sequences, cfg.seed
+        self.opening_coef = cfg.rl.demo_anchor_opening_coef
         self.temperature, self.mixed_precision = cfg.sampler.temperature, cfg.model.mixed_precision
         self.runtime, self.task = runtime, task
         self.tokenizer, self.end_id, self.pad_id = policy.tokenizer, policy.end_id, policy.pad_id
@@ -61,7 +67,10 @@ class DemoAnchor:
             return []
         seqs = [s for s in self.demonstrations(step) if trains(s.role)]
         logps = current_logprobs(model, seqs, self.pad_id, self.temperature, self.mixed_precision)
-        return [dataclasses.replace(s, old_logp=lp, advantage=self.coef, kl_scale=0.0) for s, lp in zip(seqs, logps)]
+        out = [dataclasses.replace(s, old_logp=lp, advantage=self.coef, kl_scale=0.0) for s, lp in zip(seqs, logps)]
+        if self.opening_coef:  # causal model: the cut copy's log-probs are the full one's, cut
+            out += [dataclasses.replace(opening(s), advantage=self.opening_coef) for s in out]
+        return out
 
     def demonstrations(self, step: int) -> list[TrainSeq]:
         """`count` scripted solo rollouts of this step (cap 0, run to completion): one sequence
@@ -80,6 +89,14 @@ class DemoAnchor:
             runtime.limits = saved
         return [TrainSeq(a.ids, a.gen_mask, a.logprobs, 0.0, a.role, r.index, group=r.index)
                 for r in rollouts for a in r.agents.values() if any(a.gen_mask)]
+
+
+def opening(seq: TrainSeq) -> TrainSeq:
+    """`seq` cut after its first reply: its tokens up to the end of the first run of generated
+    ones (the turn-end token included)."""
+    start = seq.gen_mask.index(1)
+    end = next((i for i in range(start, len(seq.gen_mask)) if not seq.gen_mask[i]), len(seq.gen_mask))
+    return dataclasses.replace(seq, ids=seq.ids[:end], gen_mask=seq.gen_mask[:end], old_logp=seq.old_logp[:end])
 
 
 @torch.no_grad()
