@@ -71,8 +71,9 @@ def test_at_ratio_one_the_loss_is_the_coefficient_times_the_log_likelihood():
     assert float(m["clip_frac"]) == 0.0
 
 
-def test_a_step_trains_on_them_and_the_ratio_stays_one():
-    tr = _trainer()
+@pytest.mark.parametrize("extra", [[], ["rl.demo_anchor_opening_coef=2"]])
+def test_a_step_trains_on_them_and_the_ratio_stays_one(extra):
+    tr = _trainer(*extra)
     try:
         before = [p.detach().clone() for p in tr.policy.model.parameters()]
         metrics, _ = tr.step()
