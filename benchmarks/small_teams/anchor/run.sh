@@ -2,7 +2,8 @@
 # The demo's recipe before the anchor joined it (smaller caps 0, 1, 3) with scripted solo
 # demonstrations in the update (rl.demo_anchor_coef=COEF, 1 when not given), RL seeds 0-4 from the
 # demo's warm start, read as eval_noise/run.sh reads the recipe without them (about 35 minutes on
-# 2 cores). Today's preset is `run.sh 0.5 caps0137 rl.smaller_caps=0,1,3,7` (seed 0: the demo's run):
+# 2 cores). Today's preset is `run.sh 0.5 open2 rl.smaller_caps=0,1,3,7 rl.demo_anchor_opening_coef=2`
+# (seed 0: the demo's run):
 #   1. trains runs/anchor_s0..4 (coefficient 1) or runs/anchor_cCOEF_s0..4 where they are missing;
 #   2. sampled: benchmarks/eval_noise.py, 8 draws of each run and of the warm start -> sampled.json, sampled.png;
 #   3. the greedy headline checks of each run on the default problems, against the warm start's greedy
