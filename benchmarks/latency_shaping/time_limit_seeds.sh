@@ -13,12 +13,14 @@ OUT=benchmarks/latency_shaping/time_limit_seeds
 mkdir -p $OUT
 WS=$(.venv/bin/python benchmarks/warm_start_path.py rlcr_arith)
 G=(--team-sizes 1,2,4,8,9 --time-limits 4.5,5,5.5,6,6.5,7,7.5,8,9,10,12,14,16,18,20 --problems 48 --greedy)
-WSG=benchmarks/small_teams/demo_opening/warm_start_greedy  # the warm start's greedy grid at these settings
+# the warm start's greedy grid, once per warm start (its folder name is its cache key)
+WSG=$OUT/warm_start_$(basename "$WS")
 for s in $SEEDS; do
   run=runs/ls_tl_${TAG}_s$s
   [ -d $run/final ] || .venv/bin/swarmrl train rlcr_arith rl.smaller_caps_fraction=0 rl.steps=40 \
     shaping.safety_cap_s=20 shaping.penalty_per_s=0.02 run.checkpoint_every=0 run.samples_per_step=2 \
     shaping.mode=time_limit seed=$s run.progress=false "$@" --init "$WS" --out $run --overwrite > /dev/null
+  [ -f $WSG/scaling.json ] || .venv/bin/swarmrl scale "$WS" --config $run/config.yaml "${G[@]}" --out $WSG > /dev/null
   .venv/bin/swarmrl scale $run "${G[@]}" --out $OUT/${TAG}_s$s > /dev/null
   .venv/bin/python benchmarks/scale_checks.py --warm-start $WSG $OUT/${TAG}_s$s --json $OUT/checks_${TAG}_s$s.json
   .venv/bin/python - $run/metrics.jsonl <<'PY'
